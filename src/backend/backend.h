@@ -1,0 +1,122 @@
+// The compute backend: memory on one device plus every op of the InternVL forward. The model code in
+// src/runtime is written once against this interface; CpuBackend (scalar reference, float32 activations and
+// float32 accumulation) and CudaBackend (bf16 activations, fused kernels) implement it. Which backends exist is
+// decided at link time: builds without CUDA link cuda_stub.cc, whose factory says so.
+//
+// Conventions for every op:
+//  - Tensors are row-major and contiguous; shapes below are [rows, cols]. Activations have compute_dtype(),
+//    weights weight_dtype(); index tensors are I32; norms' gammas/betas, biases and layer scales are weights.
+//  - All tensors passed to an op live on this backend's device. Ops are asynchronous on CUDA (one stream, in
+//    order); synchronize() waits. Ops never allocate device memory, except alloc() itself.
+//  - An op throws fovea::Error on a shape/dtype mismatch; it never reads or writes out of bounds.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace fovea {
+
+enum class Activation : uint8_t { None, Gelu /* exact erf GELU */ };
+
+// Describes one step's sequences for paged attention, all tensors on the device.
+// Sequence s has q_len(s) = cu_q[s+1] - cu_q[s] new tokens, already written to the cache, and ctx_len[s] tokens
+// in the cache in total (ctx_len >= q_len). Its j-th new token sits at position ctx_len[s] - q_len(s) + j and
+// attends causally to cache positions 0..that position. Position p of sequence s lives in cache block
+// block_table[s][p / block_size], row p % block_size. This covers prefill, chunked prefill and decode.
+struct PagedAttentionBatch {
+  Tensor cu_q;         // [S + 1] I32
+  Tensor ctx_len;      // [S] I32
+  Tensor block_table;  // [S, max_blocks_per_seq] I32
+  int num_seqs = 0;
+  int max_q_len = 0;    // host-side maxima, for launch shapes
+  int max_ctx_len = 0;
+};
+
+// One layer's KV cache: [num_blocks, block_size, kv_heads, head_dim] for K and for V.
+struct KvCacheLayer {
+  Tensor k;
+  Tensor v;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  virtual DType compute_dtype() const = 0;  // activations: F32 on CPU, BF16 on CUDA
+  virtual DType weight_dtype() const = 0;   // dense weights
+
+  // ---- memory ----
+  virtual Tensor alloc(DType dtype, const Shape& shape) = 0;  // uninitialised
+  // Copies host memory (any dtype among F32/F16/BF16) into dst, converting to dst's dtype.
+  virtual void upload(Tensor& dst, const Tensor& host_src) = 0;
+  // Returns a host copy of src converted to float32 (I32 stays I32).
+  virtual Tensor download(const Tensor& src) = 0;
+  virtual void copy(Tensor& dst, const Tensor& src) = 0;  // same device, same dtype and numel
+  virtual void fill_zero(Tensor& t) = 0;
+  virtual void synchronize() = 0;
+  virtual size_t memory_in_use() const = 0;  // bytes taken through alloc()
+
+  // ---- dense ops ----
+  // y[M,N] = act(x[M,K] · w[N,K]^T + bias[N]); bias may be empty.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                      Activation act = Activation::None) = 0;
+  // y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of x[M,N].
+  virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
+  // y = x / sqrt(mean(x^2) + eps) * gamma, per row.
+  virtual void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
+  // residual += x; y = rms_norm(residual). residual, x, y: [M,N].
+  virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
+  // x[M,N] += scale[N] ⊙ y[M,N]; an empty scale means 1 (plain residual add).
+  virtual void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) = 0;
+  // y[M,F] = silu(gate_up[:, :F]) * gate_up[:, F:], gate_up [M, 2F].
+  virtual void silu_mul(const Tensor& gate_up, Tensor& y) = 0;
+  // y[T,H] = table[ids[t]]; ids [T] I32, table [V,H] (weight dtype). Out-of-range ids throw on CPU and are
+  // clamped-and-flagged on CUDA (the host validates ids before they get here).
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& y) = 0;
+  // dst[idx[i]] = src[i] for rows; src [N,H], idx [N] I32, dst [T,H]. Writes vision embeddings into the LLM's input.
+  virtual void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) = 0;
+  // y[i] = x[idx[i]]; x [T,H], idx [B] I32, y [B,H]. Picks each sequence's last token before the LM head.
+  virtual void gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) = 0;
+
+  // ---- vision ----
+  // pixels [B,3,S,S] F32 (normalised) -> patches [B*(S/p)^2, 3*p*p] in (channel, ky, kx) order, patch row-major.
+  virtual void patchify(const Tensor& pixels, int patch, Tensor& patches) = 0;
+  // out[b,0] = cls + pos[0]; out[b,1+i] = patch_emb[b*P+i] + pos[1+i]. patch_emb [B*P,C], cls [C], pos [P+1,C],
+  // out [B*(P+1), C].
+  virtual void vit_embed(const Tensor& patch_emb, const Tensor& cls, const Tensor& pos, int batch, Tensor& out) = 0;
+  // Non-causal attention within each of `batch` images of `tokens` tokens. qkv [B*T, 3*H*D] laid out
+  // [q heads | k heads | v heads], out [B*T, H*D]; scale 1/sqrt(D).
+  virtual void attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) = 0;
+  // Drops the CLS token and applies InternVL's pixel shuffle (scale 0.5): x [B*(1+G*G), C] with a G×G patch
+  // grid -> y [B*(G/2)^2, 4C] in the reference's channel order.
+  virtual void pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y) = 0;
+
+  // ---- decoder ----
+  // In-place rotary embedding (rotate-half / NeoX style, as Llama, Qwen2 and InternLM2 use) on the q and k parts
+  // of qkv [T, (H + 2*KV)*D]; positions [T] I32; inv_freq[i] = theta^(-2i/D).
+  virtual void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) = 0;
+  // Writes the k and v parts of qkv [T, (H + 2*KV)*D] into the cache rows slots[t] (= block * block_size + row).
+  virtual void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
+                        KvCacheLayer& cache) = 0;
+  // Causal GQA attention of the q part of qkv [T, (H+2KV)*D] over the paged cache; out [T, H*D].
+  virtual void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,
+                               int heads, int kv_heads, int head_dim, Tensor& out) = 0;
+
+  // ---- heads ----
+  // ids[b] = argmax over logits[b, :V] (lowest index on ties); logits [B,V] (compute dtype or F32), ids [B] I32.
+  virtual void argmax(const Tensor& logits, Tensor& ids) = 0;
+  // out[b,k] = log_softmax(logits[b])[ids[b,k]]; ids [B,K] I32, out [B,K] F32.
+  virtual void log_softmax_gather(const Tensor& logits, const Tensor& ids, Tensor& out) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+// Throws fovea::Error("built without CUDA") in builds without the CUDA backend, or when no GPU is present.
+std::unique_ptr<Backend> make_cuda_backend(int device_index = 0);
+bool cuda_backend_available();  // compiled in and a GPU is visible
+// "cpu", "cuda", or "auto" (cuda when available).
+std::unique_ptr<Backend> make_backend(const std::string& name);
+
+}  // namespace fovea

@@ -1,0 +1,12 @@
+#include "backend/backend.h"
+
+namespace fovea {
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "cpu") return make_cpu_backend();
+  if (name == "cuda") return make_cuda_backend(0);
+  if (name == "auto" || name.empty()) return cuda_backend_available() ? make_cuda_backend(0) : make_cpu_backend();
+  FOVEA_FAIL("unknown backend '", name, "' (cpu, cuda or auto)");
+}
+
+}  // namespace fovea

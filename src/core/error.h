@@ -1,0 +1,32 @@
+// Errors inside the library are exceptions carrying file:line; they are caught at the request boundary
+// (one bad request fails alone) or at the top of a command (one-line message, non-zero exit).
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace fovea {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Joins any streamable values into one string: str("tensor ", name, " has ", n, " dims").
+template <typename... Args>
+std::string str(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+[[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+
+}  // namespace fovea
+
+// FOVEA_CHECK(cond, "what", value, ...) throws fovea::Error("file:line: what value...") when cond is false.
+#define FOVEA_CHECK(cond, ...)                                          \
+  do {                                                                  \
+    if (!(cond)) ::fovea::throw_error(__FILE__, __LINE__, ::fovea::str(__VA_ARGS__)); \
+  } while (0)
+#define FOVEA_FAIL(...) ::fovea::throw_error(__FILE__, __LINE__, ::fovea::str(__VA_ARGS__))

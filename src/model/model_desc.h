@@ -1,0 +1,96 @@
+// One internal description of an InternVL checkpoint, whichever format it came in (original `internvl_chat`
+// with InternLM2 or Qwen2, or transformers-native `internvl` with Llama or Qwen2 text config). Loading maps
+// weights to the canonical names below and does layout changes (qkv fuse/split, gate/up fuse) once, at load.
+//
+// Canonical weight names (host tensors, original dtype unless a fusion created them):
+//  vision (L = layer index):
+//   vit.patch.weight [C, 3*p*p] (conv weight flattened in (channel, ky, kx) order), vit.patch.bias [C]
+//   vit.cls [C], vit.pos [1 + (S/p)^2, C]
+//   vit.L.norm1.{weight,bias} [C], vit.L.qkv.{weight [3C, C], bias [3C]} rows [q | k | v],
+//   vit.L.proj.{weight [C, C], bias}, vit.L.ls1 [C], vit.L.norm2.{weight,bias},
+//   vit.L.fc1.{weight [M, C], bias}, vit.L.fc2.{weight [C, M], bias}, vit.L.ls2 [C]
+//  projector: proj.norm.{weight,bias} [4C], proj.fc1.{weight [H, 4C], bias}, proj.fc2.{weight [H, H], bias}
+//  language model:
+//   llm.embed [V, H]; llm.L.attn_norm [H];
+//   llm.L.qkv.weight [(NH + 2*KV)*D, H] rows [all q heads | all k heads | all v heads], llm.L.qkv.bias (Qwen2);
+//   llm.L.o.weight [H, NH*D]; llm.L.ffn_norm [H]; llm.L.gate_up.weight [2F, H] rows [gate | up];
+//   llm.L.down.weight [H, F]; llm.norm [H]; llm.lm_head [V, H] (a copy of llm.embed's handle when tied)
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fovea {
+
+enum class LlmArch : uint8_t { InternLM2, Llama, Qwen2 };
+enum class ChatTemplateKind : uint8_t { InternLM2Chat, InternVL2_5, Hermes2 };
+enum class CheckpointFormat : uint8_t { InternVLChat, HfInternVL };
+
+struct VisionConfig {
+  int image_size = 448;
+  int patch_size = 14;
+  int hidden = 1024;
+  int layers = 24;
+  int heads = 16;
+  int mlp = 4096;
+  float norm_eps = 1e-6f;
+  bool qkv_bias = true;
+  float downsample_ratio = 0.5f;
+  int grid() const { return image_size / patch_size; }                  // 32
+  int tokens() const { return grid() * grid() + 1; }                    // 1025 with CLS
+  int tokens_per_tile() const { return (grid() / 2) * (grid() / 2); }  // 256 after pixel shuffle
+};
+
+struct LlmConfig {
+  LlmArch arch = LlmArch::InternLM2;
+  int hidden = 4096;
+  int layers = 32;
+  int heads = 32;
+  int kv_heads = 8;
+  int head_dim = 128;
+  int ffn = 14336;
+  int vocab = 92553;
+  float rope_theta = 1e6f;
+  float rms_eps = 1e-5f;
+  bool qkv_bias = false;
+  bool tie_embeddings = false;
+  int max_position = 32768;
+};
+
+struct ModelDesc {
+  CheckpointFormat format = CheckpointFormat::InternVLChat;
+  VisionConfig vision;
+  LlmConfig llm;
+  ChatTemplateKind chat_template = ChatTemplateKind::InternLM2Chat;
+  int max_dynamic_tiles = 12;  // config's max_dynamic_patch
+  int min_dynamic_tiles = 1;
+  bool use_thumbnail = true;
+  int image_token_id = 92546;  // <IMG_CONTEXT>
+  int img_start_id = 92544;    // <img>
+  int img_end_id = 92545;      // </img>
+  int bos_id = 1;              // -1 when the template adds none
+  std::vector<int> eos_ids;    // generation stops on any of these
+  std::string dir;             // checkpoint directory (tokenizer files live here)
+};
+
+struct ModelWeights {
+  std::map<std::string, Tensor> tensors;  // canonical name -> host tensor
+  std::vector<std::shared_ptr<void>> keep_alive;  // mmaps the tensors point into
+  const Tensor& get(const std::string& name) const;  // throws naming the missing tensor
+  bool has(const std::string& name) const { return tensors.count(name) != 0; }
+};
+
+struct LoadedModel {
+  ModelDesc desc;
+  ModelWeights weights;
+};
+
+// Reads config.json and the safetensors (single file or sharded with model.safetensors.index.json) of `dir`.
+// Every bad input (truncated file, overlapping or out-of-range offsets, unknown dtype, missing tensor, wrong
+// shape, unknown architecture) throws fovea::Error naming the file and the tensor.
+LoadedModel load_model(const std::string& dir);
+ModelDesc load_model_desc(const std::string& dir);  // config only
+
+}  // namespace fovea
