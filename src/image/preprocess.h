@@ -1,0 +1,52 @@
+// Photo -> model input, exactly as InternVL's reference does it with Pillow: decode, convert('RGB'), pick the
+// tile grid, bicubic-resize (Pillow-exact), crop tiles, add a thumbnail, normalise.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fovea {
+
+enum class TilingPolicy : uint8_t;  // defined in engine/engine.h: Official, Compact
+
+struct ImageLimits {
+  int64_t max_pixels = 89478485;          // Pillow's decompression-bomb threshold (warning level)
+  int64_t max_bytes = 64ll * 1024 * 1024;  // encoded file size
+};
+
+struct PreprocessOptions {
+  int min_tiles = 1;
+  int max_tiles = 12;
+  bool use_thumbnail = true;
+  bool compact = false;        // false: the official InternVL policy; true: Fovea's token-saving policy
+  bool exif_transpose = false; // the reference ignores EXIF orientation
+  int tile_size = 448;
+  ImageLimits limits;
+};
+
+struct RgbImage {
+  int width = 0;
+  int height = 0;
+  std::vector<uint8_t> pixels;  // row-major RGB
+};
+
+struct PreprocessedImage {
+  int cols = 0;            // tile grid (cols × rows), before the thumbnail
+  int rows = 0;
+  bool thumbnail = false;  // a 448×448 thumbnail was appended
+  int num_tiles() const { return cols * rows + (thumbnail ? 1 : 0); }
+  Tensor tiles_u8;         // [T, S, S, 3] U8, RGB before normalisation
+  Tensor pixel_values;     // [T, 3, S, S] F32, normalised with ImageNet mean/std
+};
+
+// Decodes JPEG/PNG/WebP/BMP/GIF bytes to RGB as Pillow's Image.open(f).convert('RGB') does. Throws
+// fovea::Error with a one-line message (format, reason, the limit when one was hit) on bad input.
+RgbImage decode_image(const std::string& bytes, const ImageLimits& limits = {}, bool exif_transpose = false);
+RgbImage decode_image_file(const std::string& path, const ImageLimits& limits = {}, bool exif_transpose = false);
+
+// Full pipeline from encoded bytes. Thread-safe; parallelism across images is the caller's.
+PreprocessedImage preprocess_image(const std::string& bytes, const PreprocessOptions& options);
+
+}  // namespace fovea
