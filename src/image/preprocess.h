@@ -9,7 +9,6 @@
 
 namespace fovea {
 
-enum class TilingPolicy : uint8_t;  // defined in engine/engine.h: Official, Compact
 
 struct ImageLimits {
   int64_t max_pixels = 89478485;          // Pillow's decompression-bomb threshold (warning level)
