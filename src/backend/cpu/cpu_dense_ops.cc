@@ -1,0 +1,167 @@
+// Row-wise dense ops of CpuBackend: linear, the norms, residual adds, SiLU gating, embedding and row moves.
+#include <cmath>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace fovea {
+
+using cpu::check_host;
+using cpu::check_matrix;
+using cpu::check_vector;
+using cpu::cols_of;
+using cpu::parallel_rows;
+using cpu::rows_of;
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) {
+  check_host(w, DType::F32, "linear", "w");
+  FOVEA_CHECK(w.rank() == 2, "linear: w has shape ", shape_str(w.shape), ", expected [N, K]");
+  const int64_t N = w.dim(0), K = w.dim(1);
+  check_host(x, DType::F32, "linear", "x");
+  FOVEA_CHECK(x.rank() >= 1 && cols_of(x) == K, "linear: x ", shape_str(x.shape), " does not match w ",
+              shape_str(w.shape));
+  const int64_t M = rows_of(x);
+  check_matrix(y, M, N, "linear", "y");
+  if (!bias.empty()) check_vector(bias, N, DType::F32, "linear", "bias");
+  FOVEA_CHECK(y.data != x.data && y.data != w.data, "linear: y aliases an input");
+  cpu::gemm_nt(x.ptr<float>(), w.ptr<float>(), bias.empty() ? nullptr : bias.ptr<float>(), y.ptr<float>(), M, N,
+               K, act);
+}
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
+  check_host(x, DType::F32, "layer_norm", "x");
+  const int64_t M = rows_of(x), N = cols_of(x);
+  check_matrix(y, M, N, "layer_norm", "y");
+  check_vector(gamma, N, DType::F32, "layer_norm", "gamma");
+  check_vector(beta, N, DType::F32, "layer_norm", "beta");
+  const float* g = gamma.ptr<float>();
+  const float* b = beta.ptr<float>();
+  parallel_rows(M, 8.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* in = x.ptr<float>() + r * N;
+      float* out = y.ptr<float>() + r * N;
+      double sum = 0.0;
+      for (int64_t i = 0; i < N; ++i) sum += in[i];
+      const double mean = sum / double(N);
+      double sq = 0.0;
+      for (int64_t i = 0; i < N; ++i) sq += (in[i] - mean) * (in[i] - mean);
+      const double inv_std = 1.0 / std::sqrt(sq / double(N) + double(eps));
+      for (int64_t i = 0; i < N; ++i) out[i] = float((in[i] - mean) * inv_std) * g[i] + b[i];
+    }
+  });
+}
+
+namespace {
+
+// out = in / sqrt(mean(in^2) + eps) * gamma for one row; out may alias in.
+void rms_norm_row(const float* in, const float* gamma, float eps, int64_t n, float* out) {
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sq += double(in[i]) * in[i];
+  const float inv_rms = float(1.0 / std::sqrt(sq / double(n) + double(eps)));
+  for (int64_t i = 0; i < n; ++i) out[i] = (in[i] * inv_rms) * gamma[i];
+}
+
+}  // namespace
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) {
+  check_host(x, DType::F32, "rms_norm", "x");
+  const int64_t M = rows_of(x), N = cols_of(x);
+  check_matrix(y, M, N, "rms_norm", "y");
+  check_vector(gamma, N, DType::F32, "rms_norm", "gamma");
+  parallel_rows(M, 4.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      rms_norm_row(x.ptr<float>() + r * N, gamma.ptr<float>(), eps, N, y.ptr<float>() + r * N);
+  });
+}
+
+void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) {
+  check_host(residual, DType::F32, "add_rms_norm", "residual");
+  const int64_t M = rows_of(residual), N = cols_of(residual);
+  check_matrix(x, M, N, "add_rms_norm", "x");
+  check_matrix(y, M, N, "add_rms_norm", "y");
+  check_vector(gamma, N, DType::F32, "add_rms_norm", "gamma");
+  parallel_rows(M, 5.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* res = residual.ptr<float>() + r * N;
+      const float* add = x.ptr<float>() + r * N;
+      for (int64_t i = 0; i < N; ++i) res[i] += add[i];  // the whole row before y: y may alias x
+      rms_norm_row(res, gamma.ptr<float>(), eps, N, y.ptr<float>() + r * N);
+    }
+  });
+}
+
+void CpuBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
+  check_host(x, DType::F32, "scale_add", "x");
+  const int64_t M = rows_of(x), N = cols_of(x);
+  check_matrix(y, M, N, "scale_add", "y");
+  if (!scale.empty()) check_vector(scale, N, DType::F32, "scale_add", "scale");
+  const float* s = scale.empty() ? nullptr : scale.ptr<float>();
+  parallel_rows(M, 2.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* out = x.ptr<float>() + r * N;
+      const float* in = y.ptr<float>() + r * N;
+      if (s) {
+        for (int64_t i = 0; i < N; ++i) out[i] += s[i] * in[i];
+      } else {
+        for (int64_t i = 0; i < N; ++i) out[i] += in[i];
+      }
+    }
+  });
+}
+
+void CpuBackend::silu_mul(const Tensor& gate_up, Tensor& y) {
+  check_host(gate_up, DType::F32, "silu_mul", "gate_up");
+  const int64_t M = rows_of(gate_up), F2 = cols_of(gate_up);
+  FOVEA_CHECK(F2 % 2 == 0, "silu_mul: gate_up has an odd width ", F2);
+  const int64_t F = F2 / 2;
+  check_matrix(y, M, F, "silu_mul", "y");
+  parallel_rows(M, 20.0 * double(F), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* gate = gate_up.ptr<float>() + r * F2;
+      const float* up = gate + F;
+      float* out = y.ptr<float>() + r * F;
+      for (int64_t i = 0; i < F; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    }
+  });
+}
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& y) {
+  check_host(ids, DType::I32, "embedding", "ids");
+  check_host(table, DType::F32, "embedding", "table");
+  FOVEA_CHECK(table.rank() == 2, "embedding: table has shape ", shape_str(table.shape));
+  const int64_t T = ids.numel(), V = table.dim(0), H = table.dim(1);
+  check_matrix(y, T, H, "embedding", "y");
+  const int32_t* id = ids.ptr<int32_t>();
+  for (int64_t t = 0; t < T; ++t)
+    FOVEA_CHECK(id[t] >= 0 && id[t] < V, "embedding: id ", id[t], " at ", t, " is outside the vocabulary of ", V);
+  parallel_rows(T, double(H), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      std::copy_n(table.ptr<float>() + int64_t(id[t]) * H, H, y.ptr<float>() + t * H);
+  });
+}
+
+void CpuBackend::scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
+  check_host(src, DType::F32, "scatter_rows", "src");
+  check_host(dst, DType::F32, "scatter_rows", "dst");
+  const int64_t N = rows_of(src), H = cols_of(src), T = rows_of(dst);
+  FOVEA_CHECK(cols_of(dst) == H, "scatter_rows: src ", shape_str(src.shape), " vs dst ", shape_str(dst.shape));
+  check_vector(idx, N, DType::I32, "scatter_rows", "idx");
+  const int32_t* to = idx.ptr<int32_t>();
+  for (int64_t i = 0; i < N; ++i)
+    FOVEA_CHECK(to[i] >= 0 && to[i] < T, "scatter_rows: index ", to[i], " at ", i, " outside [0, ", T, ")");
+  for (int64_t i = 0; i < N; ++i) std::copy_n(src.ptr<float>() + i * H, H, dst.ptr<float>() + int64_t(to[i]) * H);
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) {
+  check_host(x, DType::F32, "gather_rows", "x");
+  const int64_t T = rows_of(x), H = cols_of(x), B = idx.numel();
+  check_vector(idx, B, DType::I32, "gather_rows", "idx");
+  check_matrix(y, B, H, "gather_rows", "y");
+  const int32_t* from = idx.ptr<int32_t>();
+  for (int64_t i = 0; i < B; ++i)
+    FOVEA_CHECK(from[i] >= 0 && from[i] < T, "gather_rows: index ", from[i], " at ", i, " outside [0, ", T, ")");
+  for (int64_t i = 0; i < B; ++i) std::copy_n(x.ptr<float>() + int64_t(from[i]) * H, H, y.ptr<float>() + i * H);
+}
+
+}  // namespace fovea

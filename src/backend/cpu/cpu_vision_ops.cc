@@ -1,0 +1,104 @@
+// Vision ops of CpuBackend: patchify, ViT embeddings, dense (non-causal) attention and InternVL's pixel shuffle.
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace fovea {
+
+using cpu::check_host;
+using cpu::check_matrix;
+using cpu::check_vector;
+using cpu::parallel_rows;
+
+void CpuBackend::patchify(const Tensor& pixels, int patch, Tensor& patches) {
+  check_host(pixels, DType::F32, "patchify", "pixels");
+  FOVEA_CHECK(pixels.rank() == 4 && pixels.dim(1) == 3 && pixels.dim(2) == pixels.dim(3),
+              "patchify: pixels have shape ", shape_str(pixels.shape), ", expected [B, 3, S, S]");
+  const int64_t B = pixels.dim(0), S = pixels.dim(2);
+  FOVEA_CHECK(patch > 0 && S % patch == 0, "patchify: image size ", S, " is not a multiple of patch ", patch);
+  const int64_t G = S / patch, width = 3 * int64_t(patch) * patch;
+  check_matrix(patches, B * G * G, width, "patchify", "patches");
+  parallel_rows(B * G * G, double(width), [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const int64_t b = p / (G * G), py = (p / G) % G, px = p % G;
+      float* out = patches.ptr<float>() + p * width;
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t ky = 0; ky < patch; ++ky) {
+          const float* in = pixels.ptr<float>() + ((b * 3 + c) * S + py * patch + ky) * S + px * patch;
+          for (int64_t kx = 0; kx < patch; ++kx) *out++ = in[kx];
+        }
+    }
+  });
+}
+
+void CpuBackend::vit_embed(const Tensor& patch_emb, const Tensor& cls, const Tensor& pos, int batch, Tensor& out) {
+  check_host(patch_emb, DType::F32, "vit_embed", "patch_emb");
+  const int64_t C = cpu::cols_of(patch_emb);
+  FOVEA_CHECK(batch > 0 && cpu::rows_of(patch_emb) % batch == 0, "vit_embed: ", cpu::rows_of(patch_emb),
+              " patch rows do not split into ", batch, " images");
+  const int64_t P = cpu::rows_of(patch_emb) / batch;
+  check_vector(cls, C, DType::F32, "vit_embed", "cls");
+  check_matrix(pos, P + 1, C, "vit_embed", "pos");
+  check_matrix(out, batch * (P + 1), C, "vit_embed", "out");
+  parallel_rows(batch * (P + 1), double(C), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t b = r / (P + 1), i = r % (P + 1);
+      const float* src = i == 0 ? cls.ptr<float>() : patch_emb.ptr<float>() + (b * P + i - 1) * C;
+      const float* add = pos.ptr<float>() + i * C;
+      float* dst = out.ptr<float>() + r * C;
+      for (int64_t c = 0; c < C; ++c) dst[c] = src[c] + add[c];
+    }
+  });
+}
+
+void CpuBackend::attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) {
+  FOVEA_CHECK(batch >= 0 && tokens > 0 && heads > 0 && head_dim > 0, "attention_dense: bad sizes");
+  const int64_t T = tokens, D = head_dim, HD = int64_t(heads) * D;
+  check_matrix(qkv, batch * T, 3 * HD, "attention_dense", "qkv");
+  check_matrix(out, batch * T, HD, "attention_dense", "out");
+  const float scale = 1.0f / std::sqrt(float(D));
+  // One task per (image, head): pack that head's keys and values contiguously, then one softmax row per query.
+  parallel_rows(int64_t(batch) * heads, 4.0 * double(T) * double(T) * double(D), [&](int64_t begin, int64_t end) {
+    std::vector<float> keys(static_cast<size_t>(T * D)), values(keys.size()), scores(static_cast<size_t>(T));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / heads, h = task % heads;
+      const float* rows = qkv.ptr<float>() + b * T * 3 * HD;
+      for (int64_t j = 0; j < T; ++j) {
+        std::copy_n(rows + j * 3 * HD + HD + h * D, D, keys.data() + j * D);
+        std::copy_n(rows + j * 3 * HD + 2 * HD + h * D, D, values.data() + j * D);
+      }
+      for (int64_t i = 0; i < T; ++i) {
+        const float* q = rows + i * 3 * HD + h * D;
+        for (int64_t j = 0; j < T; ++j) scores[size_t(j)] = cpu::dot(q, keys.data() + j * D, D) * scale;
+        const float inv_sum = cpu::exp_normalize(scores.data(), T);
+        float* o = out.ptr<float>() + (b * T + i) * HD + h * D;
+        cpu::weighted_row_sum(scores.data(), T, values.data(), D, D, inv_sum, o);
+      }
+    }
+  });
+}
+
+void CpuBackend::pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y) {
+  FOVEA_CHECK(batch >= 0 && grid > 0 && grid % 2 == 0, "pixel_shuffle: grid ", grid, " must be even");
+  check_host(x, DType::F32, "pixel_shuffle", "x");
+  const int64_t C = cpu::cols_of(x), G = grid, half = G / 2;
+  check_matrix(x, batch * (1 + G * G), C, "pixel_shuffle", "x");
+  check_matrix(y, batch * half * half, 4 * C, "pixel_shuffle", "y");
+  // InternVL (ps_version v2): output token (r, c) concatenates patches (2r, 2c), (2r, 2c+1), (2r+1, 2c),
+  // (2r+1, 2c+1) of the row-major patch grid, CLS dropped.
+  parallel_rows(batch * half * half, 4.0 * double(C), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t b = t / (half * half), r = (t / half) % half, c = t % half;
+      float* dst = y.ptr<float>() + t * 4 * C;
+      for (int q = 0; q < 4; ++q) {
+        const int64_t patch_row = 2 * r + q / 2, patch_col = 2 * c + q % 2;
+        const float* src = x.ptr<float>() + (b * (1 + G * G) + 1 + patch_row * G + patch_col) * C;
+        std::copy_n(src, C, dst + q * C);
+      }
+    }
+  });
+}
+
+}  // namespace fovea
