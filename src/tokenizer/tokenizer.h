@@ -17,6 +17,11 @@ class Tokenizer {
   // Joins pieces back to UTF-8 (byte-fallback pieces and partial sequences joined). Special tokens are written
   // out as their text unless skip_special.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const = 0;
+  // decode() before invalid UTF-8 is replaced by U+FFFD: the raw bytes, which StreamDecoder needs to hold back an
+  // unfinished character. Tokenizers that cannot do better may keep this default.
+  virtual std::string decode_bytes(const std::vector<int32_t>& ids, bool skip_special = false) const {
+    return decode(ids, skip_special);
+  }
   virtual int32_t token_id(const std::string& piece) const = 0;  // -1 when absent (special tokens included)
   virtual std::string id_to_piece(int32_t id) const = 0;
   virtual int vocab_size() const = 0;
