@@ -1,0 +1,161 @@
+#include "tokenizer/byte_level_bpe.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "tokenizer/qwen2_pretokenizer.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/utf8.h"
+
+namespace fovea {
+
+// Printable bytes stand for themselves; the others are given the code points 256, 257, ... in byte order, so
+// that every byte is one visible character in vocab.json.
+const std::array<std::string, 256>& byte_alphabet() {
+  static const std::array<std::string, 256> alphabet = [] {
+    std::array<std::string, 256> out;
+    char32_t next_extra = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      utf8::append(out[b], printable ? char32_t(b) : next_extra++);
+    }
+    return out;
+  }();
+  return alphabet;
+}
+
+namespace {
+uint64_t pair_key(int32_t left, int32_t right) { return (uint64_t(uint32_t(left)) << 32) | uint32_t(right); }
+
+// Inverse of byte_alphabet() for one piece; characters outside the alphabet are kept as their UTF-8.
+std::string alphabet_to_bytes(std::string_view piece) {
+  static const std::unordered_map<char32_t, char> inverse = [] {
+    std::unordered_map<char32_t, char> map;
+    for (int b = 0; b < 256; ++b) {
+      size_t length = 0;
+      map[utf8::decode(byte_alphabet()[b], 0, length)] = char(b);
+    }
+    return map;
+  }();
+  std::string out;
+  for (size_t pos = 0; pos < piece.size();) {
+    size_t length = 0;
+    const char32_t cp = utf8::decode(piece, pos, length);
+    const auto it = inverse.find(cp);
+    if (it != inverse.end()) out += it->second;
+    else out.append(piece.substr(pos, length));
+    pos += length;
+  }
+  return out;
+}
+}  // namespace
+
+ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)), nfc_(spec.nfc) {
+  int32_t max_id = -1;
+  for (const auto& [piece, id] : vocab_) {
+    FOVEA_CHECK(id >= 0, "vocab: piece '", piece, "' has negative id ", id);
+    max_id = std::max(max_id, id);
+  }
+  id_to_piece_.resize(size_t(max_id + 1));
+  id_to_bytes_.resize(size_t(max_id + 1));
+  for (const auto& [piece, id] : vocab_) {
+    id_to_piece_[id] = piece;
+    id_to_bytes_[id] = alphabet_to_bytes(piece);
+  }
+  for (int b = 0; b < 256; ++b) {
+    const auto it = vocab_.find(byte_alphabet()[b]);
+    FOVEA_CHECK(it != vocab_.end(), "vocab: no piece for byte ", b, " ('", byte_alphabet()[b], "')");
+    byte_ids_[b] = it->second;
+  }
+  merges_.reserve(spec.merges.size());
+  for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
+    const auto& [left, right] = spec.merges[rank];
+    const auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(left + right);
+    FOVEA_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "merges: rule ", rank + 1, " '", left,
+                " ", right, "' names a piece missing from the vocab");
+    merges_.emplace(pair_key(l->second, r->second), Merge{int32_t(rank), m->second});  // first rule wins
+  }
+  for (AddedToken& token : spec.added) added_.add(std::move(token));
+  vocab_size_ = std::max<int>(max_id + 1, added_.max_id() + 1);
+}
+
+const ByteLevelBpe::Merge* ByteLevelBpe::find_merge(int32_t left, int32_t right) const {
+  const auto it = merges_.find(pair_key(left, right));
+  return it == merges_.end() ? nullptr : &it->second;
+}
+
+// Merges the adjacent pair of lowest rank, leftmost first, until none applies. Pieces are short (a word), so a
+// linear scan per merge beats a heap; long pieces (a run of letters) stay O(n^2) only in their length.
+void ByteLevelBpe::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  std::vector<int32_t> symbols(bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) symbols[i] = byte_ids_[static_cast<unsigned char>(bytes[i])];
+  std::vector<const Merge*> pair_merges(symbols.size());  // pair_merges[i]: merge of symbols[i], symbols[i+1]
+  for (size_t i = 0; i + 1 < symbols.size(); ++i) pair_merges[i] = find_merge(symbols[i], symbols[i + 1]);
+  while (symbols.size() > 1) {
+    size_t best = symbols.size();
+    for (size_t i = 0; i + 1 < symbols.size(); ++i)
+      if (pair_merges[i] && (best == symbols.size() || pair_merges[i]->rank < pair_merges[best]->rank)) best = i;
+    if (best == symbols.size()) break;
+    symbols[best] = pair_merges[best]->merged_id;
+    symbols.erase(symbols.begin() + best + 1);
+    pair_merges.erase(pair_merges.begin() + best + 1);
+    pair_merges[best] = best + 1 < symbols.size() ? find_merge(symbols[best], symbols[best + 1]) : nullptr;
+    if (best > 0) pair_merges[best - 1] = find_merge(symbols[best - 1], symbols[best]);
+  }
+  out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+void ByteLevelBpe::encode_plain(std::string_view raw, std::vector<int32_t>& out) const {
+  const std::string valid = utf8::sanitize(raw);
+  const std::string text = nfc_ ? unicode::nfc(valid) : valid;
+  for (const auto& [begin, end] : qwen2_pretokenize(text)) {
+    // No shortcut for pieces that are whole vocab entries: Qwen2 does not set ignore_merges, and BPE does not
+    // always reach such an entry.
+    encode_piece(std::string_view(text).substr(begin, end - begin), out);
+  }
+}
+
+std::vector<int32_t> ByteLevelBpe::encode(const std::string& text, bool allow_special) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (!allow_special) {
+    encode_plain(text, ids);
+    return ids;
+  }
+  added_.split(
+      text, [&](std::string_view plain) { encode_plain(plain, ids); }, [&](int32_t id) { ids.push_back(id); });
+  return ids;
+}
+
+std::string ByteLevelBpe::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string out;
+  for (const int32_t id : ids) {
+    FOVEA_CHECK(id >= 0 && id < vocab_size_, "token id ", id, " is outside the vocabulary of ", vocab_size_);
+    if (const AddedToken* token = added_.find_id(id)) {
+      if (!(skip_special && token->special)) out += token->text;
+      continue;
+    }
+    FOVEA_CHECK(size_t(id) < id_to_piece_.size() && !id_to_piece_[id].empty(), "token id ", id, " has no piece");
+    out += id_to_bytes_[id];
+  }
+  return out;
+}
+
+std::string ByteLevelBpe::decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  return utf8::sanitize(decode_bytes(ids, skip_special));
+}
+
+int32_t ByteLevelBpe::token_id(const std::string& piece) const {
+  const int32_t added = added_.find_text(piece);
+  if (added >= 0) return added;
+  const auto it = vocab_.find(piece);
+  return it == vocab_.end() ? -1 : it->second;
+}
+
+std::string ByteLevelBpe::id_to_piece(int32_t id) const {
+  FOVEA_CHECK(id >= 0 && id < vocab_size_, "token id ", id, " is outside the vocabulary of ", vocab_size_);
+  if (const AddedToken* token = added_.find_id(id)) return token->text;
+  return id_to_piece_.at(id);
+}
+
+}  // namespace fovea

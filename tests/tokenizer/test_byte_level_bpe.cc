@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
+#include "vectors.h"
+
+using namespace fovea;
+
+namespace {
+const std::string kQwen2Dir = test::shared_dir() + "/data/tokenizers/qwen2";
+
+std::string ids_str(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
+const Tokenizer& qwen2() {
+  static const auto tokenizer = load_tokenizer(kQwen2Dir);
+  return *tokenizer;
+}
+}  // namespace
+
+TEST(ByteLevelBpe, Qwen2Vectors) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  const std::string dir = test::shared_dir() + "/data/tokenizers/vectors/";
+  const auto cases = test::read_vectors(dir + "qwen2.gguf.inp", dir + "qwen2.gguf.out");
+  ASSERT_EQ(cases.size(), 46u);
+  for (const auto& c : cases) {
+    EXPECT_EQ(ids_str(qwen2().encode(c.text)), ids_str(c.ids)) << "text: [" << c.text << "]";
+    EXPECT_EQ(qwen2().decode(c.ids), c.text);
+  }
+}
+
+TEST(ByteLevelBpe, Qwen2SpecialTokens) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  const Tokenizer& t = qwen2();
+  EXPECT_EQ(t.vocab_size(), 151646);
+  EXPECT_EQ(t.token_id("<|im_start|>"), 151644);
+  EXPECT_EQ(t.token_id("<|im_end|>"), 151645);
+  EXPECT_EQ(t.token_id("<|endoftext|>"), 151643);
+  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>", true).front(), 151644);
+  EXPECT_EQ(t.encode("<|im_start|>user\nhi<|im_end|>", true).back(), 151645);
+  const auto plain = t.encode("<|im_start|>", false);
+  EXPECT_GT(plain.size(), 1u);
+  EXPECT_EQ(t.decode(plain), "<|im_start|>");
+  EXPECT_EQ(t.decode({151644, 151645}, true), "");
+  EXPECT_EQ(t.decode({151644}), "<|im_start|>");
+  EXPECT_THROW(t.decode({151646}), Error);
+}
+
+TEST(ByteLevelBpe, Qwen2NormalisesToNfc) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  // "é" written decomposed (e + U+0301) encodes like the precomposed character.
+  EXPECT_EQ(qwen2().encode("caf\x65\xCC\x81"), qwen2().encode("caf\xC3\xA9"));
+}
+
+TEST(ByteLevelBpe, Qwen2InvalidUtf8AndEmpty) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  EXPECT_TRUE(qwen2().encode("").empty());
+  EXPECT_EQ(qwen2().decode({}), "");
+  EXPECT_EQ(qwen2().encode("a\xFF" "b"), qwen2().encode("a\xEF\xBF\xBD" "b"));
+  // A lone byte token (the first byte of "中") decodes to U+FFFD, the whole sequence to the character.
+  const auto ids = qwen2().encode("\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");
+  EXPECT_EQ(qwen2().decode(ids), "\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");
+}
