@@ -1,0 +1,163 @@
+// CudaBackend construction, memory and transfers, and the factory functions the rest of Fovea links against.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace fovea {
+namespace cuda {
+
+void throw_cuda_error(const char* file, int line, const char* call, cudaError_t code) {
+  throw_error(file, line, str(call, " failed: ", cudaGetErrorName(code), " (", int(code), "): ",
+                              cudaGetErrorString(code)));
+}
+
+void throw_cublas_error(const char* file, int line, const char* call, cublasStatus_t code) {
+  throw_error(file, line, str(call, " failed: cuBLAS status ", int(code)));
+}
+
+namespace {
+
+void check_on_device(const Tensor& t, const char* what) {
+  FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
+}
+
+// Host-side conversion of a float-typed host tensor into `dtype`'s bytes.
+std::vector<uint8_t> convert_host(const Tensor& src, DType dtype) {
+  const int64_t n = src.numel();
+  std::vector<uint8_t> bytes(size_t(n) * dtype_size(dtype));
+  const Tensor f32 = src.dtype == DType::F32 ? src : src.to_f32();
+  const float* in = f32.ptr<float>();
+  if (dtype == DType::F32) {
+    std::memcpy(bytes.data(), in, bytes.size());
+  } else if (dtype == DType::BF16 || dtype == DType::F16) {
+    uint16_t* out = reinterpret_cast<uint16_t*>(bytes.data());
+    for (int64_t i = 0; i < n; ++i) out[i] = dtype == DType::BF16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
+  } else {
+    FOVEA_FAIL("upload: cannot convert ", dtype_name(src.dtype), " to ", dtype_name(dtype));
+  }
+  return bytes;
+}
+
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index)
+    : device_index_(device_index), bytes_in_use_(std::make_shared<std::atomic<size_t>>(0)) {
+  FOVEA_CUDA_CHECK(cudaSetDevice(device_index));
+  FOVEA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FOVEA_CUDA_CHECK(cudaMalloc(&error_flag_, sizeof(int)));
+  FOVEA_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  gemm_ = std::make_unique<LtGemm>(stream_);
+  FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+CudaBackend::~CudaBackend() {
+  gemm_.reset();
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (error_flag_) cudaFree(error_flag_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+Tensor CudaBackend::alloc(DType dtype, const Shape& shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.device = Device::CUDA;
+  t.shape = shape;
+  for (int64_t d : shape) FOVEA_CHECK(d >= 0, "alloc: negative dimension in ", shape_str(shape));
+  const size_t bytes = std::max<size_t>(t.nbytes(), 16);
+  void* p = nullptr;
+  FOVEA_CUDA_CHECK(cudaSetDevice(device_index_));
+  const cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free allocation error before reporting it
+    FOVEA_FAIL("cudaMalloc of ", bytes, " bytes for ", shape_str(shape), " failed: ", cudaGetErrorString(status),
+               " (", *bytes_in_use_, " bytes already in use)");
+  }
+  *bytes_in_use_ += bytes;
+  auto counter = bytes_in_use_;
+  t.owner = std::shared_ptr<void>(p, [counter, bytes](void* ptr) {
+    cudaFree(ptr);  // a deleter must not throw
+    *counter -= bytes;
+  });
+  t.data = p;
+  return t;
+}
+
+void CudaBackend::upload(Tensor& dst, const Tensor& host_src) {
+  check_on_device(dst, "upload destination");
+  FOVEA_CHECK(host_src.device == Device::CPU, "upload source must be a host tensor");
+  FOVEA_CHECK(host_src.numel() == dst.numel(), "upload: ", shape_str(host_src.shape), " into ",
+              shape_str(dst.shape));
+  if (dst.numel() == 0) return;
+  if (host_src.dtype == dst.dtype) {
+    FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, host_src.data, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
+  } else {
+    FOVEA_CHECK(is_float(host_src.dtype) && is_float(dst.dtype), "upload: cannot convert ",
+                dtype_name(host_src.dtype), " to ", dtype_name(dst.dtype));
+    const std::vector<uint8_t> bytes = convert_host(host_src, dst.dtype);
+    FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_));
+    FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `bytes` dies here
+    return;
+  }
+  FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may free host_src on return
+}
+
+Tensor CudaBackend::download(const Tensor& src) {
+  check_on_device(src, "download source");
+  Tensor raw = Tensor::host(src.dtype, src.shape);
+  if (src.numel() > 0) {
+    FOVEA_CUDA_CHECK(cudaMemcpyAsync(raw.data, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+  if (src.dtype == DType::F32 || src.dtype == DType::I32) return raw;
+  return raw.to_f32();
+}
+
+void CudaBackend::copy(Tensor& dst, const Tensor& src) {
+  check_on_device(dst, "copy destination");
+  check_on_device(src, "copy source");
+  FOVEA_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy: ", dtype_name(src.dtype),
+              shape_str(src.shape), " into ", dtype_name(dst.dtype), shape_str(dst.shape));
+  if (src.numel() == 0) return;
+  FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
+}
+
+void CudaBackend::fill_zero(Tensor& t) {
+  check_on_device(t, "fill_zero");
+  if (t.numel() == 0) return;
+  FOVEA_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::synchronize() {
+  FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  int flag = 0;
+  FOVEA_CUDA_CHECK(cudaMemcpy(&flag, error_flag_, sizeof(int), cudaMemcpyDeviceToHost));
+  if (flag) {
+    FOVEA_CUDA_CHECK(cudaMemset(error_flag_, 0, sizeof(int)));
+    FOVEA_FAIL("a CUDA op met an out-of-range index (embedding id, row index, KV slot or token id); it was "
+               "clamped or skipped");
+  }
+}
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index) {
+  FOVEA_CHECK(cuda_backend_available(), "no CUDA GPU is visible to this process");
+  return std::make_unique<cuda::CudaBackend>(device_index);
+}
+
+bool cuda_backend_available() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return count > 0;
+}
+
+}  // namespace fovea

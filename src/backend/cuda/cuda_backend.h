@@ -1,0 +1,68 @@
+// CudaBackend: bf16 activations and weights, f32 accumulation, one CUDA stream on one device. Memory is taken
+// with cudaMalloc through alloc() (the runner allocates everything once at start-up); ops enqueue kernels on
+// the stream and return. Index errors the interface says are "clamped and flagged" set a device flag that
+// synchronize() turns into a fovea::Error.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <memory>
+
+#include "backend/backend.h"
+#include "backend/cuda/gemm_lt.h"
+
+namespace fovea::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  ~CudaBackend() override;
+
+  Device device() const override { return Device::CUDA; }
+  std::string name() const override { return "cuda"; }
+  DType compute_dtype() const override { return DType::BF16; }
+  DType weight_dtype() const override { return DType::BF16; }
+
+  Tensor alloc(DType dtype, const Shape& shape) override;
+  void upload(Tensor& dst, const Tensor& host_src) override;
+  Tensor download(const Tensor& src) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+  void fill_zero(Tensor& t) override;
+  void synchronize() override;
+  size_t memory_in_use() const override { return *bytes_in_use_; }
+
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
+  void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
+  void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
+  void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
+  void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) override;
+  void silu_mul(const Tensor& gate_up, Tensor& y) override;
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& y) override;
+  void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
+  void gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) override;
+
+  void patchify(const Tensor& pixels, int patch, Tensor& patches) override;
+  void vit_embed(const Tensor& patch_emb, const Tensor& cls, const Tensor& pos, int batch, Tensor& out) override;
+  void attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) override;
+  void pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y) override;
+
+  void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) override;
+  void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
+                KvCacheLayer& cache) override;
+  void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
+                       int kv_heads, int head_dim, Tensor& out) override;
+
+  void argmax(const Tensor& logits, Tensor& ids) override;
+  void log_softmax_gather(const Tensor& logits, const Tensor& ids, Tensor& out) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  int device_index_;
+  cudaStream_t stream_ = nullptr;
+  int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
+  std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
+  std::unique_ptr<LtGemm> gemm_;
+};
+
+}  // namespace fovea::cuda

@@ -1,0 +1,229 @@
+// CudaBackend's ops: check shapes and dtypes on the host (fovea::Error on a mismatch), then launch.
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
+
+namespace fovea::cuda {
+namespace {
+
+const bf16* cbf(const Tensor& t) { return static_cast<const bf16*>(t.data); }
+bf16* mbf(Tensor& t) { return static_cast<bf16*>(t.data); }
+const int* ci32(const Tensor& t) { return static_cast<const int*>(t.data); }
+
+// Checks device, dtype and element count; returns rows when viewed as [rows, cols] (cols = last dimension).
+int64_t rows_of(const Tensor& t, DType dtype, int64_t cols, const char* what) {
+  FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
+  FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
+  FOVEA_CHECK(t.rank() >= 1 && t.dim(-1) == cols, what, ": shape ", shape_str(t.shape), ", expected last dim ",
+              cols);
+  return t.numel() / cols;
+}
+
+void expect(const Tensor& t, DType dtype, const Shape& shape, const char* what) {
+  FOVEA_CHECK(t.device == Device::CUDA && (!t.empty() || t.numel() == 0), what, " must be a CUDA tensor");
+  check_tensor(t, dtype, shape, what);
+}
+
+void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char* what) {
+  FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
+  FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
+  FOVEA_CHECK(t.numel() == numel, what, ": shape ", shape_str(t.shape), ", expected ", numel, " elements");
+}
+
+}  // namespace
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) {
+  FOVEA_CHECK(w.rank() == 2, "linear: weight shape ", shape_str(w.shape));
+  const int64_t n = w.dim(0), k = w.dim(1);
+  expect(w, DType::BF16, {n, k}, "linear weight");
+  const int64_t m = rows_of(x, DType::BF16, k, "linear input");
+  FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear output") == m, "linear: output ", shape_str(y.shape),
+              " for input ", shape_str(x.shape));
+  if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear bias");
+  const bool gelu = act == Activation::Gelu;
+  const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
+                                             : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
+  gemm_->run(cbf(x), cbf(w), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n), int(k), epilogue);
+}
+
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
+  const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "layer_norm input");
+  FOVEA_CHECK(rows_of(y, DType::BF16, cols, "layer_norm output") == rows, "layer_norm: output shape");
+  expect_numel(gamma, DType::BF16, cols, "layer_norm gamma");
+  expect_numel(beta, DType::BF16, cols, "layer_norm beta");
+  launch_layer_norm(cbf(x), cbf(gamma), cbf(beta), eps, mbf(y), int(rows), int(cols), stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) {
+  const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "rms_norm input");
+  FOVEA_CHECK(rows_of(y, DType::BF16, cols, "rms_norm output") == rows, "rms_norm: output shape");
+  expect_numel(gamma, DType::BF16, cols, "rms_norm gamma");
+  launch_rms_norm(cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
+}
+
+void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) {
+  const int64_t cols = residual.dim(-1), rows = rows_of(residual, DType::BF16, cols, "add_rms_norm residual");
+  FOVEA_CHECK(rows_of(x, DType::BF16, cols, "add_rms_norm input") == rows, "add_rms_norm: input shape");
+  FOVEA_CHECK(rows_of(y, DType::BF16, cols, "add_rms_norm output") == rows, "add_rms_norm: output shape");
+  expect_numel(gamma, DType::BF16, cols, "add_rms_norm gamma");
+  launch_add_rms_norm(mbf(residual), cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
+}
+
+void CudaBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
+  const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "scale_add x");
+  FOVEA_CHECK(rows_of(y, DType::BF16, cols, "scale_add y") == rows, "scale_add: shapes ", shape_str(x.shape), " ",
+              shape_str(y.shape));
+  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add scale");
+  launch_scale_add(mbf(x), cbf(y), scale.empty() ? nullptr : cbf(scale), int(rows), int(cols), stream_);
+}
+
+void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& y) {
+  const int64_t f = y.dim(-1), rows = rows_of(y, DType::BF16, f, "silu_mul output");
+  FOVEA_CHECK(rows_of(gate_up, DType::BF16, 2 * f, "silu_mul input") == rows, "silu_mul: shapes ",
+              shape_str(gate_up.shape), " ", shape_str(y.shape));
+  launch_silu_mul(cbf(gate_up), mbf(y), int(rows), int(f), stream_);
+}
+
+void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& y) {
+  FOVEA_CHECK(table.rank() == 2, "embedding table shape ", shape_str(table.shape));
+  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  expect(table, DType::BF16, {vocab, hidden}, "embedding table");
+  const int64_t tokens = rows_of(y, DType::BF16, hidden, "embedding output");
+  expect_numel(ids, DType::I32, tokens, "embedding ids");
+  launch_copy_rows(cbf(table), ci32(ids), vocab, mbf(y), nullptr, tokens, tokens, hidden, error_flag_, stream_);
+}
+
+void CudaBackend::scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) {
+  const int64_t hidden = dst.dim(-1), dst_rows = rows_of(dst, DType::BF16, hidden, "scatter_rows dst");
+  const int64_t count = rows_of(src, DType::BF16, hidden, "scatter_rows src");
+  if (count == 0) return;
+  expect_numel(idx, DType::I32, count, "scatter_rows idx");
+  launch_copy_rows(cbf(src), nullptr, count, mbf(dst), ci32(idx), dst_rows, count, hidden, error_flag_, stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) {
+  const int64_t hidden = x.dim(-1), src_rows = rows_of(x, DType::BF16, hidden, "gather_rows x");
+  const int64_t count = rows_of(y, DType::BF16, hidden, "gather_rows y");
+  if (count == 0) return;
+  expect_numel(idx, DType::I32, count, "gather_rows idx");
+  launch_copy_rows(cbf(x), ci32(idx), src_rows, mbf(y), nullptr, count, count, hidden, error_flag_, stream_);
+}
+
+void CudaBackend::patchify(const Tensor& pixels, int patch, Tensor& patches) {
+  FOVEA_CHECK(pixels.rank() == 4 && pixels.dim(1) == 3 && pixels.dim(2) == pixels.dim(3) && patch > 0 &&
+                  pixels.dim(2) % patch == 0,
+              "patchify: pixels ", shape_str(pixels.shape), " with patch ", patch);
+  const int64_t batch = pixels.dim(0), size = pixels.dim(2), grid = size / patch;
+  expect(pixels, DType::F32, pixels.shape, "patchify pixels");
+  expect(patches, DType::BF16, {batch * grid * grid, 3 * int64_t(patch) * patch}, "patchify patches");
+  launch_patchify(pixels.ptr<float>(), int(batch), int(size), patch, mbf(patches), stream_);
+}
+
+void CudaBackend::vit_embed(const Tensor& patch_emb, const Tensor& cls, const Tensor& pos, int batch, Tensor& out) {
+  const int64_t cols = patch_emb.dim(-1), rows = rows_of(patch_emb, DType::BF16, cols, "vit_embed patch_emb");
+  FOVEA_CHECK(batch > 0 && rows % batch == 0, "vit_embed: ", rows, " patch rows for batch ", batch);
+  const int64_t patches = rows / batch;
+  expect_numel(cls, DType::BF16, cols, "vit_embed cls");
+  expect_numel(pos, DType::BF16, (patches + 1) * cols, "vit_embed pos");
+  expect(out, DType::BF16, {batch * (patches + 1), cols}, "vit_embed out");
+  launch_vit_embed(cbf(patch_emb), cbf(cls), cbf(pos), batch, int(patches), int(cols), mbf(out), stream_);
+}
+
+void CudaBackend::attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) {
+  FOVEA_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256, "attention_dense: head_dim ", head_dim,
+              " (a multiple of 8 up to 256)");
+  const int64_t width = int64_t(heads) * head_dim, rows = int64_t(batch) * tokens;
+  expect(qkv, DType::BF16, {rows, 3 * width}, "attention_dense qkv");
+  expect(out, DType::BF16, {rows, width}, "attention_dense out");
+  launch_attention_dense({cbf(qkv), mbf(out), batch, tokens, heads, head_dim}, stream_);
+}
+
+void CudaBackend::pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y) {
+  FOVEA_CHECK(grid > 0 && grid % 2 == 0, "pixel_shuffle: grid ", grid, " must be even");
+  const int64_t cols = x.dim(-1), half = grid / 2;
+  expect(x, DType::BF16, {batch * (1 + int64_t(grid) * grid), cols}, "pixel_shuffle x");
+  expect(y, DType::BF16, {batch * half * half, 4 * cols}, "pixel_shuffle y");
+  launch_pixel_shuffle(cbf(x), batch, grid, int(cols), mbf(y), stream_);
+}
+
+void CudaBackend::rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) {
+  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim ", head_dim, " must be even");
+  const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "rope qkv");
+  expect_numel(positions, DType::I32, tokens, "rope positions");
+  launch_rope(mbf(qkv), ci32(positions), int(tokens), heads, kv_heads, head_dim, theta, stream_);
+}
+
+void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
+                           KvCacheLayer& cache) {
+  FOVEA_CHECK(head_dim % 8 == 0, "kv_write: head_dim ", head_dim, " must be a multiple of 8");
+  const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "kv_write qkv");
+  expect_numel(slots, DType::I32, tokens, "kv_write slots");
+  FOVEA_CHECK(cache.k.rank() == 4 && cache.k.dim(2) == kv_heads && cache.k.dim(3) == head_dim,
+              "kv_write: cache shape ", shape_str(cache.k.shape));
+  expect(cache.k, DType::BF16, cache.k.shape, "kv_write k cache");
+  expect(cache.v, DType::BF16, cache.k.shape, "kv_write v cache");
+  if (tokens == 0) return;
+  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  launch_kv_write(cbf(qkv), ci32(slots), int(tokens), heads, kv_heads, head_dim, mbf(cache.k), mbf(cache.v),
+                  num_slots, error_flag_, stream_);
+}
+
+void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,
+                                  int heads, int kv_heads, int head_dim, Tensor& out) {
+  FOVEA_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256, "paged_attention: head_dim ", head_dim,
+              " (a multiple of 8 up to 256)");
+  FOVEA_CHECK(kv_heads > 0 && heads % kv_heads == 0, "paged_attention: ", heads, " heads over ", kv_heads,
+              " KV heads");
+  const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "paged_attention qkv");
+  expect(out, DType::BF16, {tokens, int64_t(heads) * head_dim}, "paged_attention out");
+  const int seqs = batch.num_seqs;
+  expect_numel(batch.cu_q, DType::I32, seqs + 1, "paged_attention cu_q");
+  expect_numel(batch.ctx_len, DType::I32, seqs, "paged_attention ctx_len");
+  FOVEA_CHECK(batch.block_table.rank() == 2 && batch.block_table.dim(0) == seqs, "paged_attention: block_table ",
+              shape_str(batch.block_table.shape), " for ", seqs, " sequences");
+  expect(batch.block_table, DType::I32, batch.block_table.shape, "paged_attention block_table");
+  FOVEA_CHECK(cache.k.rank() == 4 && cache.k.dim(2) == kv_heads && cache.k.dim(3) == head_dim,
+              "paged_attention: cache shape ", shape_str(cache.k.shape));
+  expect(cache.k, DType::BF16, cache.k.shape, "paged_attention k cache");
+  expect(cache.v, DType::BF16, cache.k.shape, "paged_attention v cache");
+  if (tokens == 0 || seqs == 0) return;
+  PagedAttentionArgs args{};
+  args.qkv = cbf(qkv);
+  args.k_cache = cbf(cache.k);
+  args.v_cache = cbf(cache.v);
+  args.cu_q = ci32(batch.cu_q);
+  args.ctx_len = ci32(batch.ctx_len);
+  args.block_table = ci32(batch.block_table);
+  args.out = mbf(out);
+  args.num_seqs = seqs;
+  args.max_q_len = batch.max_q_len;
+  args.max_ctx_len = batch.max_ctx_len;
+  args.max_blocks_per_seq = int(batch.block_table.dim(1));
+  args.block_size = int(cache.k.dim(1));
+  args.heads = heads;
+  args.kv_heads = kv_heads;
+  args.head_dim = head_dim;
+  args.num_blocks = cache.k.dim(0);
+  launch_paged_attention(args, stream_);
+}
+
+void CudaBackend::argmax(const Tensor& logits, Tensor& ids) {
+  FOVEA_CHECK(logits.dtype == DType::BF16 || logits.dtype == DType::F32, "argmax: logits dtype ",
+              dtype_name(logits.dtype));
+  const int64_t vocab = logits.dim(-1), rows = rows_of(logits, logits.dtype, vocab, "argmax logits");
+  expect_numel(ids, DType::I32, rows, "argmax ids");
+  launch_argmax(logits.data, logits.dtype == DType::F32, int(rows), int(vocab), ids.ptr<int>(), stream_);
+}
+
+void CudaBackend::log_softmax_gather(const Tensor& logits, const Tensor& ids, Tensor& out) {
+  FOVEA_CHECK(logits.dtype == DType::BF16 || logits.dtype == DType::F32, "log_softmax_gather: logits dtype ",
+              dtype_name(logits.dtype));
+  const int64_t vocab = logits.dim(-1), rows = rows_of(logits, logits.dtype, vocab, "log_softmax_gather logits");
+  const int64_t k = ids.dim(-1);
+  FOVEA_CHECK(rows_of(ids, DType::I32, k, "log_softmax_gather ids") == rows, "log_softmax_gather: ids ",
+              shape_str(ids.shape), " for logits ", shape_str(logits.shape));
+  FOVEA_CHECK(rows_of(out, DType::F32, k, "log_softmax_gather out") == rows, "log_softmax_gather: out shape");
+  launch_log_softmax_gather(logits.data, logits.dtype == DType::F32, int(rows), int(vocab), ci32(ids), int(k),
+                            out.ptr<float>(), error_flag_, stream_);
+}
+
+}  // namespace fovea::cuda

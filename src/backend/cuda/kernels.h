@@ -1,0 +1,65 @@
+// Launchers of the CUDA backend's kernels: raw device pointers, sizes and the stream; shapes were already
+// checked by CudaBackend. Each launcher checks its launch. bf16 is __nv_bfloat16 throughout.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fovea::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// ---- norms (kernels_norm.cu) ----
+void launch_layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int rows, int cols,
+                       cudaStream_t stream);
+void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols, cudaStream_t stream);
+void launch_add_rms_norm(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
+                         cudaStream_t stream);
+
+// ---- element-wise and row copies (kernels_elementwise.cu) ----
+// x[r, c] += scale[c] * y[r, c]; scale may be null (= 1).
+void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int cols, cudaStream_t stream);
+void launch_silu_mul(const bf16* gate_up, bf16* y, int rows, int half_cols, cudaStream_t stream);
+// For i < count: dst[dst_index ? dst_index[i] : i] = src[src_index ? src_index[i] : i] (rows of `cols`).
+// An out-of-range source index is clamped, an out-of-range destination row is skipped; both set *error_flag.
+void launch_copy_rows(const bf16* src, const int* src_index, int64_t src_rows, bf16* dst, const int* dst_index,
+                      int64_t dst_rows, int64_t count, int64_t cols, int* error_flag, cudaStream_t stream);
+
+// ---- vision (kernels_vision.cu) ----
+void launch_patchify(const float* pixels, int batch, int size, int patch, bf16* patches, cudaStream_t stream);
+void launch_vit_embed(const bf16* patch_emb, const bf16* cls, const bf16* pos, int batch, int patches, int cols,
+                      bf16* out, cudaStream_t stream);
+void launch_pixel_shuffle(const bf16* x, int batch, int grid, int cols, bf16* y, cudaStream_t stream);
+
+// ---- decoder and heads (kernels_decoder.cu) ----
+void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
+                 cudaStream_t stream);
+// Negative slots are skipped (padding); slots >= num_slots set *error_flag and are skipped.
+void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads, int head_dim,
+                     bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag, cudaStream_t stream);
+void launch_argmax(const void* logits, bool logits_f32, int rows, int vocab, int* ids, cudaStream_t stream);
+void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, int vocab, const int* ids, int k,
+                               float* out, int* error_flag, cudaStream_t stream);
+
+// ---- attention (attention.cu) ----
+struct DenseAttentionArgs {
+  const bf16* qkv;  // [batch * tokens, 3 * heads * head_dim]
+  bf16* out;        // [batch * tokens, heads * head_dim]
+  int batch, tokens, heads, head_dim;
+};
+struct PagedAttentionArgs {
+  const bf16* qkv;  // [T, (heads + 2 * kv_heads) * head_dim]
+  const bf16* k_cache;
+  const bf16* v_cache;  // [num_blocks, block_size, kv_heads, head_dim]
+  const int* cu_q;
+  const int* ctx_len;
+  const int* block_table;  // [num_seqs, max_blocks_per_seq]
+  bf16* out;               // [T, heads * head_dim]
+  int num_seqs, max_q_len, max_ctx_len, max_blocks_per_seq, block_size, heads, kv_heads, head_dim;
+  int64_t num_blocks;  // of the cache, to keep bad block-table entries from reading out of bounds
+};
+void launch_attention_dense(const DenseAttentionArgs& args, cudaStream_t stream);
+void launch_paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace fovea::cuda

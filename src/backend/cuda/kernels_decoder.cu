@@ -1,0 +1,158 @@
+// Decoder-side small kernels: rotary embedding, KV-cache writes, and the two LM-head reductions.
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace fovea::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// One thread per rotated pair (x[i], x[i + D/2]) of one q or k head of one token. inv_freq and the angle are
+// computed in float32 the way the Hugging Face reference computes them.
+__global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
+                            int head_dim, float theta) {
+  const int half = head_dim / 2;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(tokens) * rotated_heads * half) return;
+  const int pair = int(i % half);
+  const int head = int((i / half) % rotated_heads);
+  const int64_t t = i / (int64_t(half) * rotated_heads);
+  const float inv_freq = 1.f / powf(theta, float(2 * pair) / float(head_dim));
+  const float angle = float(positions[t]) * inv_freq;
+  float s, c;
+  sincosf(angle, &s, &c);
+  bf16* x = qkv + (t * total_heads + head) * head_dim;
+  const float a = __bfloat162float(x[pair]), b = __bfloat162float(x[pair + half]);
+  x[pair] = __float2bfloat16(a * c - b * s);
+  x[pair + half] = __float2bfloat16(b * c + a * s);
+}
+
+// One thread per 8 elements of one token's K or V row (kv_heads * head_dim elements, a multiple of 8).
+__global__ void kv_write_kernel(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads,
+                                int head_dim, bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag) {
+  const int kv_width = kv_heads * head_dim, chunks = kv_width / 8;
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= int64_t(tokens) * 2 * chunks) return;
+  const int c = int(i % chunks) * 8;
+  const int which = int((i / chunks) % 2);  // 0: K, 1: V
+  const int64_t t = i / (2 * chunks);
+  const int slot = slots[t];
+  if (slot < 0) return;
+  if (slot >= num_slots) {
+    *error_flag = 1;
+    return;
+  }
+  const int64_t row_width = int64_t(heads + 2 * kv_heads) * head_dim;
+  const bf16* src = qkv + t * row_width + int64_t(heads + which * kv_heads) * head_dim + c;
+  bf16* dst = (which ? v_cache : k_cache) + int64_t(slot) * kv_width + c;
+  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+}
+
+template <typename T>
+__device__ __forceinline__ float as_float(T v) {
+  if constexpr (sizeof(T) == 4) return v;
+  else return __bfloat162float(v);
+}
+
+// One block per row; ties keep the lowest index.
+template <typename T>
+__global__ void argmax_kernel(const T* logits, int vocab, int* ids) {
+  __shared__ float best_value[kThreads];
+  __shared__ int best_index[kThreads];
+  const T* row = logits + int64_t(blockIdx.x) * vocab;
+  float value = -INFINITY;
+  int index = vocab;  // sentinel: larger than any real index
+  for (int v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const float x = as_float(row[v]);
+    // Each thread walks increasing indices, so a strict > keeps its lowest index; the first element is always
+    // taken, so an all -inf row still yields an index.
+    if (x > value || index == vocab) {
+      value = x;
+      index = v;
+    }
+  }
+  best_value[threadIdx.x] = value;
+  best_index[threadIdx.x] = index;
+  __syncthreads();
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride) {
+      const float ov = best_value[threadIdx.x + stride];
+      const int oi = best_index[threadIdx.x + stride];
+      const float mv = best_value[threadIdx.x];
+      const int mi = best_index[threadIdx.x];
+      if (oi != vocab && (mi == vocab || ov > mv || (ov == mv && oi < mi))) {
+        best_value[threadIdx.x] = ov;
+        best_index[threadIdx.x] = oi;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) ids[blockIdx.x] = best_index[0];
+}
+
+template <typename T>
+__global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int* ids, int k, float* out,
+                                          int* error_flag) {
+  __shared__ float scratch[32];
+  const T* row = logits + int64_t(blockIdx.x) * vocab;
+  float m = -INFINITY;
+  for (int v = threadIdx.x; v < vocab; v += blockDim.x) m = fmaxf(m, as_float(row[v]));
+  m = block_max(m, scratch);
+  float sum = 0.f;
+  for (int v = threadIdx.x; v < vocab; v += blockDim.x) sum += __expf(as_float(row[v]) - m);
+  const float log_norm = m + logf(block_sum(sum, scratch));
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    int id = ids[int64_t(blockIdx.x) * k + j];
+    if (id < 0 || id >= vocab) {
+      *error_flag = 1;
+      id = id < 0 ? 0 : vocab - 1;
+    }
+    out[int64_t(blockIdx.x) * k + j] = as_float(row[id]) - log_norm;
+  }
+}
+
+}  // namespace
+
+void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
+                 cudaStream_t stream) {
+  const int64_t work = int64_t(tokens) * (heads + kv_heads) * (head_dim / 2);
+  if (work == 0) return;
+  rope_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(qkv, positions, tokens, heads + kv_heads,
+                                                                    heads + 2 * kv_heads, head_dim, theta);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads, int head_dim,
+                     bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag, cudaStream_t stream) {
+  const int64_t work = int64_t(tokens) * 2 * (kv_heads * head_dim / 8);
+  if (work == 0) return;
+  kv_write_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(qkv, slots, tokens, heads, kv_heads, head_dim,
+                                                                       k_cache, v_cache, num_slots, error_flag);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_argmax(const void* logits, bool logits_f32, int rows, int vocab, int* ids, cudaStream_t stream) {
+  if (rows == 0) return;
+  if (logits_f32)
+    argmax_kernel<float><<<rows, kThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, ids);
+  else
+    argmax_kernel<bf16><<<rows, kThreads, 0, stream>>>(static_cast<const bf16*>(logits), vocab, ids);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, int vocab, const int* ids, int k,
+                               float* out, int* error_flag, cudaStream_t stream) {
+  if (rows == 0 || k == 0) return;
+  if (logits_f32)
+    log_softmax_gather_kernel<float><<<rows, kThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, ids,
+                                                                     k, out, error_flag);
+  else
+    log_softmax_gather_kernel<bf16><<<rows, kThreads, 0, stream>>>(static_cast<const bf16*>(logits), vocab, ids, k,
+                                                                    out, error_flag);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fovea::cuda

@@ -1,0 +1,106 @@
+// Memory-bound element-wise ops and row copies. One thread handles W = 8 consecutive elements (a 16-byte
+// access) when the row length and pointers allow, one element otherwise.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace fovea::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <int W>
+__global__ void scale_add_kernel(bf16* x, const bf16* y, const bf16* scale, int64_t total, int cols) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i >= total) return;
+  const int c = int(i % cols);
+  float a[W], b[W], s[W];
+  load_bf16<W>(x + i, a);
+  load_bf16<W>(y + i, b);
+  if (scale) {
+    load_bf16<W>(scale + c, s);
+  } else {
+#pragma unroll
+    for (int k = 0; k < W; ++k) s[k] = 1.f;
+  }
+#pragma unroll
+  for (int k = 0; k < W; ++k) a[k] += s[k] * b[k];
+  store_bf16<W>(x + i, a);
+}
+
+template <int W>
+__global__ void silu_mul_kernel(const bf16* gate_up, bf16* y, int64_t total, int half_cols) {
+  const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
+  if (i >= total) return;
+  const int64_t row = i / half_cols;
+  const int c = int(i % half_cols);
+  const bf16* in = gate_up + row * 2 * half_cols;
+  float g[W], u[W];
+  load_bf16<W>(in + c, g);
+  load_bf16<W>(in + half_cols + c, u);
+#pragma unroll
+  for (int k = 0; k < W; ++k) g[k] = g[k] / (1.f + __expf(-g[k])) * u[k];
+  store_bf16<W>(y + i, g);
+}
+
+// One thread per W-element chunk of one copied row.
+template <int W>
+__global__ void copy_rows_kernel(const bf16* src, const int* src_index, int64_t src_rows, bf16* dst,
+                                 const int* dst_index, int64_t dst_rows, int64_t count, int64_t cols,
+                                 int* error_flag) {
+  const int64_t chunks_per_row = cols / W;
+  const int64_t chunk = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (chunk >= count * chunks_per_row) return;
+  const int64_t i = chunk / chunks_per_row, c = (chunk % chunks_per_row) * W;
+  int64_t s = src_index ? src_index[i] : i;
+  const int64_t d = dst_index ? dst_index[i] : i;
+  if (s < 0 || s >= src_rows) {
+    *error_flag = 1;
+    s = s < 0 ? 0 : src_rows - 1;
+  }
+  if (d < 0 || d >= dst_rows) {
+    *error_flag = 1;
+    return;
+  }
+  if constexpr (W == 8) {
+    *reinterpret_cast<uint4*>(dst + d * cols + c) = *reinterpret_cast<const uint4*>(src + s * cols + c);
+  } else {
+    dst[d * cols + c] = src[s * cols + c];
+  }
+}
+
+}  // namespace
+
+void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int cols, cudaStream_t stream) {
+  const int64_t total = int64_t(rows) * cols;
+  if (total == 0) return;
+  if (cols % 8 == 0 && aligned16(x) && aligned16(y) && (!scale || aligned16(scale)))
+    scale_add_kernel<8><<<blocks_for(total / 8, kThreads), kThreads, 0, stream>>>(x, y, scale, total, cols);
+  else
+    scale_add_kernel<1><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(x, y, scale, total, cols);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_silu_mul(const bf16* gate_up, bf16* y, int rows, int half_cols, cudaStream_t stream) {
+  const int64_t total = int64_t(rows) * half_cols;
+  if (total == 0) return;
+  if (half_cols % 8 == 0 && aligned16(gate_up) && aligned16(y))
+    silu_mul_kernel<8><<<blocks_for(total / 8, kThreads), kThreads, 0, stream>>>(gate_up, y, total, half_cols);
+  else
+    silu_mul_kernel<1><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(gate_up, y, total, half_cols);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy_rows(const bf16* src, const int* src_index, int64_t src_rows, bf16* dst, const int* dst_index,
+                      int64_t dst_rows, int64_t count, int64_t cols, int* error_flag, cudaStream_t stream) {
+  if (count == 0 || cols == 0) return;
+  if (cols % 8 == 0 && aligned16(src) && aligned16(dst))
+    copy_rows_kernel<8><<<blocks_for(count * cols / 8, kThreads), kThreads, 0, stream>>>(
+        src, src_index, src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
+  else
+    copy_rows_kernel<1><<<blocks_for(count * cols, kThreads), kThreads, 0, stream>>>(
+        src, src_index, src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fovea::cuda

@@ -1,0 +1,116 @@
+// LayerNorm, RMSNorm and the fused residual-add + RMSNorm: one block per row, float32 statistics, 16-byte
+// accesses when the row length allows (W = 8), a scalar path otherwise (W = 1). Rows are re-read from L1/L2
+// between passes rather than held in registers, so any row length works with one kernel.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace fovea::cuda {
+namespace {
+
+int norm_threads(int cols) { return cols >= 2048 ? 256 : 128; }
+
+template <int W>
+__global__ void layer_norm_kernel(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int cols) {
+  __shared__ float scratch[32];
+  const bf16* row = x + int64_t(blockIdx.x) * cols;
+  bf16* out = y + int64_t(blockIdx.x) * cols;
+  float v[W], g[W], b[W];
+  float sum = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i) sum += v[i];
+  }
+  const float mean = block_sum(sum, scratch) / float(cols);
+  // Second pass over (x - mean): avoids the cancellation of E[x^2] - mean^2 on rows with a large mean.
+  float sq = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i) sq += (v[i] - mean) * (v[i] - mean);
+  }
+  const float rstd = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+    load_bf16<W>(gamma + c, g);
+    load_bf16<W>(beta + c, b);
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
+    store_bf16<W>(out + c, v);
+  }
+}
+
+// With residual != null: residual += x (rounded to bf16, as stored), then normalise the new residual.
+template <int W>
+__global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int cols) {
+  __shared__ float scratch[32];
+  const int64_t base = int64_t(blockIdx.x) * cols;
+  const bf16* row = residual ? residual + base : x + base;
+  float v[W], a[W], g[W];
+  float sq = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    if (residual) {
+      load_bf16<W>(residual + base + c, v);
+      load_bf16<W>(x + base + c, a);
+#pragma unroll
+      for (int i = 0; i < W; ++i) v[i] = __bfloat162float(__float2bfloat16(v[i] + a[i]));
+      store_bf16<W>(residual + base + c, v);
+    } else {
+      load_bf16<W>(row + c, v);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) sq += v[i] * v[i];
+  }
+  // Each thread re-reads only the chunks it wrote itself, so no barrier is needed for the residual update.
+  const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+    load_bf16<W>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[i] = v[i] * rms * g[i];
+    store_bf16<W>(y + base + c, v);
+  }
+}
+
+bool can_vectorise(int cols, std::initializer_list<const void*> ptrs) {
+  if (cols % 8) return false;
+  for (const void* p : ptrs)
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+void launch_rms(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
+                cudaStream_t stream) {
+  if (rows == 0) return;
+  const int threads = norm_threads(cols);
+  if (can_vectorise(cols, {residual, x, gamma, y}))
+    rms_norm_kernel<8><<<rows, threads, 0, stream>>>(residual, x, gamma, eps, y, cols);
+  else
+    rms_norm_kernel<1><<<rows, threads, 0, stream>>>(residual, x, gamma, eps, y, cols);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int rows, int cols,
+                       cudaStream_t stream) {
+  if (rows == 0) return;
+  const int threads = norm_threads(cols);
+  if (can_vectorise(cols, {x, gamma, beta, y}))
+    layer_norm_kernel<8><<<rows, threads, 0, stream>>>(x, gamma, beta, eps, y, cols);
+  else
+    layer_norm_kernel<1><<<rows, threads, 0, stream>>>(x, gamma, beta, eps, y, cols);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols, cudaStream_t stream) {
+  launch_rms(nullptr, x, gamma, eps, y, rows, cols, stream);
+}
+
+void launch_add_rms_norm(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
+                         cudaStream_t stream) {
+  launch_rms(residual, x, gamma, eps, y, rows, cols, stream);
+}
+
+}  // namespace fovea::cuda

@@ -1,0 +1,194 @@
+// Perf mode of test_ops (FOVEA_OPS_PERF=1): times the key ops of the CUDA backend at the real shapes with CUDA
+// events on the backend's stream and prints TFLOP/s or GB/s against the H200 ceilings measured on the device
+// machine (bf16 GEMM ~790 TFLOP/s, device copy ~4.3 TB/s counting reads and writes). No assertions on speed.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "ops_harness.h"
+
+namespace fovea::test {
+namespace {
+
+constexpr double kGemmCeilingTflops = 790, kCopyCeilingGBs = 4300;
+
+class Perf {
+ public:
+  Perf() : backend_(make_cuda_backend(0)), cuda_(static_cast<cuda::CudaBackend*>(backend_.get())) {}
+  Backend& b() { return *backend_; }
+
+  // Random bf16-exact data everywhere: a 1M-element random chunk uploaded once per tensor, then replicated with
+  // device copies (never zeros: zeros run faster than real data).
+  Tensor random(DType dtype, const Shape& shape, float scale = 1.f) {
+    Tensor t = backend_->alloc(dtype, shape);
+    const int64_t n = t.numel(), chunk = std::min<int64_t>(n, 1 << 20);
+    Tensor host = Tensor::host(DType::F32, {chunk});
+    std::uniform_real_distribution<float> dist(-scale, scale);
+    for (int64_t i = 0; i < chunk; ++i) host.ptr<float>()[i] = dist(rng_);
+    Tensor flat = t.view({n});
+    Tensor first = flat.rows(0, chunk);
+    backend_->upload(first, host);
+    for (int64_t begin = chunk; begin < n; begin += chunk) {
+      Tensor dst = flat.rows(begin, std::min(n, begin + chunk));
+      backend_->copy(dst, first.rows(0, dst.numel()));
+    }
+    return t;
+  }
+
+  // Median milliseconds of one call of fn over `iters` timed calls after 3 warm-ups.
+  double time_ms(const std::function<void()>& fn, int iters = 20) {
+    for (int i = 0; i < 3; ++i) fn();
+    std::vector<cudaEvent_t> events(static_cast<size_t>(iters) + 1);
+    for (auto& e : events) cudaEventCreate(&e);
+    cudaEventRecord(events[0], cuda_->stream());
+    for (int i = 0; i < iters; ++i) {
+      fn();
+      cudaEventRecord(events[size_t(i) + 1], cuda_->stream());
+    }
+    backend_->synchronize();
+    std::vector<float> ms(static_cast<size_t>(iters));
+    for (int i = 0; i < iters; ++i) cudaEventElapsedTime(&ms[size_t(i)], events[size_t(i)], events[size_t(i) + 1]);
+    for (auto& e : events) cudaEventDestroy(e);
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  }
+
+  void report_flops(const char* what, double ms, double flop) {
+    const double tflops = flop / ms / 1e9;
+    std::printf("%-44s %9.3f ms %8.1f TFLOP/s %5.1f%% of %g\n", what, ms, tflops, 100 * tflops / kGemmCeilingTflops,
+                kGemmCeilingTflops);
+  }
+  void report_bytes(const char* what, double ms, double bytes) {
+    const double gbs = bytes / ms / 1e6;
+    std::printf("%-44s %9.3f ms %8.0f GB/s    %5.1f%% of %g\n", what, ms, gbs, 100 * gbs / kCopyCeilingGBs,
+                kCopyCeilingGBs);
+  }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  cuda::CudaBackend* cuda_;
+  std::mt19937 rng_{1234};
+};
+
+void vit_layer(Perf& p) {
+  const int batch = 32, tokens = 1025, hidden = 1024, heads = 16, head_dim = 64, mlp = 4096;
+  const int64_t m = int64_t(batch) * tokens;
+  Backend& b = p.b();
+  Tensor x = p.random(DType::BF16, {m, hidden}), normed = p.random(DType::BF16, {m, hidden});
+  Tensor qkv = p.random(DType::BF16, {m, 3 * hidden}), attn = p.random(DType::BF16, {m, hidden});
+  Tensor proj = p.random(DType::BF16, {m, hidden}), act = p.random(DType::BF16, {m, mlp});
+  Tensor w_qkv = p.random(DType::BF16, {3 * hidden, hidden}, 0.03f), b_qkv = p.random(DType::BF16, {3 * hidden});
+  Tensor w_proj = p.random(DType::BF16, {hidden, hidden}, 0.03f), b_hidden = p.random(DType::BF16, {hidden});
+  Tensor w_fc1 = p.random(DType::BF16, {mlp, hidden}, 0.03f), b_fc1 = p.random(DType::BF16, {mlp});
+  Tensor w_fc2 = p.random(DType::BF16, {hidden, mlp}, 0.015f);
+  Tensor gamma = p.random(DType::BF16, {hidden}), beta = p.random(DType::BF16, {hidden});
+  Tensor ls = p.random(DType::BF16, {hidden}, 0.1f);
+
+  const double act_bytes = double(m) * hidden * 2;
+  auto norm = [&] { b.layer_norm(x, gamma, beta, 1e-6f, normed); };
+  auto lin_qkv = [&] { b.linear(normed, w_qkv, b_qkv, qkv); };
+  auto attention = [&] { b.attention_dense(qkv, batch, tokens, heads, head_dim, attn); };
+  auto lin_proj = [&] { b.linear(attn, w_proj, b_hidden, proj); };
+  auto residual = [&] { b.scale_add(x, proj, ls); };
+  auto fc1 = [&] { b.linear(normed, w_fc1, b_fc1, act, Activation::Gelu); };
+  auto fc2 = [&] { b.linear(act, w_fc2, b_hidden, proj); };
+  p.report_bytes("vit layer_norm [32800,1024]", p.time_ms(norm), 2 * act_bytes);
+  p.report_flops("vit linear qkv 1024->3072 +bias", p.time_ms(lin_qkv), 2.0 * m * hidden * 3 * hidden);
+  p.report_flops("vit attention_dense B=32 T=1025 H=16 D=64", p.time_ms(attention),
+                 4.0 * batch * heads * double(tokens) * tokens * head_dim);
+  p.report_flops("vit linear proj 1024->1024 +bias", p.time_ms(lin_proj), 2.0 * m * hidden * hidden);
+  p.report_bytes("vit scale_add [32800,1024]", p.time_ms(residual), 3 * act_bytes);
+  p.report_flops("vit linear fc1 1024->4096 +bias+gelu", p.time_ms(fc1), 2.0 * m * hidden * mlp);
+  p.report_flops("vit linear fc2 4096->1024 +bias", p.time_ms(fc2), 2.0 * m * hidden * mlp);
+  const double layer_ms = p.time_ms([&] {
+    norm();
+    lin_qkv();
+    attention();
+    lin_proj();
+    residual();
+    b.layer_norm(x, gamma, beta, 1e-6f, normed);
+    fc1();
+    fc2();
+    residual();
+  }, 10);
+  const double layer_flop = 2.0 * m * (4.0 * hidden * hidden + 2.0 * hidden * mlp) +
+                            4.0 * batch * heads * double(tokens) * tokens * head_dim;
+  p.report_flops("vit full layer (32 tiles)", layer_ms, layer_flop);
+  std::printf("%-44s %9.3f ms per tile (24 layers; transformers: 1.79 incl. projector)\n", "vit encoder estimate",
+              layer_ms * 24 / batch);
+}
+
+void llm_prefill(Perf& p) {
+  const int64_t m = 8192;
+  struct Gemm {
+    const char* what;
+    int64_t k, n;
+  };
+  for (Gemm g : {Gemm{"llm wqkv 4096->6144 M=8192", 4096, 6144}, Gemm{"llm wo 4096->4096 M=8192", 4096, 4096},
+                 Gemm{"llm w13 4096->28672 M=8192", 4096, 28672}, Gemm{"llm w2 14336->4096 M=8192", 14336, 4096}}) {
+    Tensor x = p.random(DType::BF16, {m, g.k}), w = p.random(DType::BF16, {g.n, g.k}, 0.02f);
+    Tensor y = p.b().alloc(DType::BF16, {m, g.n});
+    p.report_flops(g.what, p.time_ms([&] { p.b().linear(x, w, Tensor{}, y); }), 2.0 * m * g.k * g.n);
+  }
+  Tensor x = p.random(DType::BF16, {m, 4096}), gamma = p.random(DType::BF16, {4096}), y = p.random(DType::BF16, {m, 4096});
+  p.report_bytes("llm rms_norm [8192,4096]", p.time_ms([&] { p.b().rms_norm(x, gamma, 1e-5f, y); }),
+                 2.0 * m * 4096 * 2);
+  Tensor res = p.random(DType::BF16, {m, 4096});
+  p.report_bytes("llm add_rms_norm [8192,4096]", p.time_ms([&] { p.b().add_rms_norm(res, x, gamma, 1e-5f, y); }),
+                 4.0 * m * 4096 * 2);
+  Tensor gate_up = p.random(DType::BF16, {m, 2 * 14336}), h = p.b().alloc(DType::BF16, {m, 14336});
+  p.report_bytes("llm silu_mul [8192,14336]", p.time_ms([&] { p.b().silu_mul(gate_up, h); }), 3.0 * m * 14336 * 2);
+}
+
+// Sequences of equal q_len and ctx_len over a cache with a shuffled block table.
+void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len) {
+  const int heads = 32, kv_heads = 8, head_dim = 128, block_size = 16;
+  const int blocks_per_seq = (ctx_len + block_size - 1) / block_size, num_blocks = seqs * blocks_per_seq;
+  std::vector<int32_t> order(static_cast<size_t>(num_blocks));
+  for (int i = 0; i < num_blocks; ++i) order[size_t(i)] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(5));
+  Tensor table = Tensor::host(DType::I32, {seqs, blocks_per_seq});
+  std::copy(order.begin(), order.end(), table.ptr<int32_t>());
+  Tensor cu = Tensor::host(DType::I32, {seqs + 1}), ctx = Tensor::host(DType::I32, {seqs});
+  for (int s = 0; s <= seqs; ++s) cu.ptr<int32_t>()[s] = s * q_len;
+  for (int s = 0; s < seqs; ++s) ctx.ptr<int32_t>()[s] = ctx_len;
+  auto put = [&](const Tensor& host) {
+    Tensor t = p.b().alloc(host.dtype, host.shape);
+    p.b().upload(t, host);
+    return t;
+  };
+  PagedAttentionBatch batch{put(cu), put(ctx), put(table), seqs, q_len, ctx_len};
+  const Shape cache_shape{num_blocks, block_size, kv_heads, head_dim};
+  KvCacheLayer cache{p.random(DType::BF16, cache_shape), p.random(DType::BF16, cache_shape)};
+  const int tokens = seqs * q_len;
+  Tensor qkv = p.random(DType::BF16, {tokens, (heads + 2 * kv_heads) * head_dim});
+  Tensor out = p.b().alloc(DType::BF16, {tokens, heads * head_dim});
+  const double ms = p.time_ms([&] { p.b().paged_attention(qkv, batch, cache, heads, kv_heads, head_dim, out); });
+  if (q_len == 1) {
+    p.report_bytes(what, ms, 2.0 * seqs * ctx_len * kv_heads * head_dim * 2);
+  } else {
+    double pairs = 0;  // causal (query, key) pairs
+    for (int j = 0; j < q_len; ++j) pairs += ctx_len - q_len + j + 1;
+    p.report_flops(what, ms, 4.0 * seqs * heads * head_dim * pairs);
+  }
+}
+
+TEST(OpsPerf, KeyOpsAtRealShapes) {
+  if (!std::getenv("FOVEA_OPS_PERF")) GTEST_SKIP() << "set FOVEA_OPS_PERF=1 to time the CUDA ops";
+  if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU";
+  Perf p;
+  vit_layer(p);
+  llm_prefill(p);
+  paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);
+  paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);
+  paged(p, "paged decode 64 seq x ctx 3409 (KV bytes)", 64, 1, 3409);
+  paged(p, "paged decode 8 seq x ctx 3409 (KV bytes)", 8, 1, 3409);
+}
+
+}  // namespace
+}  // namespace fovea::test

@@ -1,0 +1,191 @@
+// Op consistency, CPU reference vs CUDA: dense, norm, element-wise, row and vision ops. Attention and the
+// decoder ops are in test_ops_decoder.cc; the perf mode in ops_perf.cc.
+#include "ops_harness.h"
+
+namespace fovea::test {
+namespace {
+
+TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
+  struct Case {
+    int k, n;
+  };
+  for (int m : {1, 7, 33, 1025}) {
+    for (Case c : {Case{64, 96}, Case{264, 200}, Case{1024, 3072}}) {
+      if (m == 1025 && c.k == 1024) continue;  // keeps the CPU reference quick
+      Twin x = twin(random_host({m, c.k})), w = twin(random_host({c.n, c.k}, -0.1f, 0.1f), 'w');
+      Twin bias = twin(random_host({c.n}), 'w');
+      for (int variant = 0; variant < 4; ++variant) {
+        const bool with_bias = variant & 1;
+        const Activation act = variant & 2 ? Activation::Gelu : Activation::None;
+        Twin y = output({m, c.n});
+        cpu_->linear(x.cpu, w.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu, act);
+        gpu_->linear(x.gpu, w.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu, act);
+        expect_close(y, kBf16Tol,
+                     "linear M=" + std::to_string(m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
+                         " variant " + std::to_string(variant));
+      }
+    }
+  }
+}
+
+TEST_F(OpsTest, Norms) {
+  for (int m : {1, 7, 33}) {
+    for (int n : {64, 100, 1024, 4096}) {
+      const std::string shape = " M=" + std::to_string(m) + " N=" + std::to_string(n);
+      // An offset mean checks that LayerNorm does not lose precision to E[x^2] - mean^2.
+      Twin x = twin(random_host({m, n}, 2.f, 4.f)), gamma = twin(random_host({n}), 'w');
+      Twin beta = twin(random_host({n}), 'w');
+      Twin y = output({m, n});
+      cpu_->layer_norm(x.cpu, gamma.cpu, beta.cpu, 1e-6f, y.cpu);
+      gpu_->layer_norm(x.gpu, gamma.gpu, beta.gpu, 1e-6f, y.gpu);
+      expect_close(y, kBf16Tol, "layer_norm" + shape);
+
+      Twin r = output({m, n});
+      cpu_->rms_norm(x.cpu, gamma.cpu, 1e-5f, r.cpu);
+      gpu_->rms_norm(x.gpu, gamma.gpu, 1e-5f, r.gpu);
+      expect_close(r, kBf16Tol, "rms_norm" + shape);
+
+      Twin residual = twin(random_host({m, n})), delta = twin(random_host({m, n}));
+      Twin z = output({m, n});
+      cpu_->add_rms_norm(residual.cpu, delta.cpu, gamma.cpu, 1e-5f, z.cpu);
+      gpu_->add_rms_norm(residual.gpu, delta.gpu, gamma.gpu, 1e-5f, z.gpu);
+      expect_close(residual, kBf16Tol, "add_rms_norm residual" + shape);
+      expect_close(z, kBf16Tol, "add_rms_norm output" + shape);
+    }
+  }
+}
+
+TEST_F(OpsTest, ScaleAddAndSiluMul) {
+  for (int m : {1, 7, 33}) {
+    for (int n : {13, 64, 1024}) {
+      const std::string shape = " M=" + std::to_string(m) + " N=" + std::to_string(n);
+      Twin x = twin(random_host({m, n})), y = twin(random_host({m, n})), scale = twin(random_host({n}), 'w');
+      cpu_->scale_add(x.cpu, y.cpu, scale.cpu);
+      gpu_->scale_add(x.gpu, y.gpu, scale.gpu);
+      expect_close(x, kBf16Tol, "scale_add" + shape);
+      cpu_->scale_add(x.cpu, y.cpu, Tensor{});
+      gpu_->scale_add(x.gpu, y.gpu, Tensor{});
+      expect_close(x, kBf16Tol, "scale_add without scale" + shape);
+
+      Twin gate_up = twin(random_host({m, 2 * n}, -4.f, 4.f)), out = output({m, n});
+      cpu_->silu_mul(gate_up.cpu, out.cpu);
+      gpu_->silu_mul(gate_up.gpu, out.gpu);
+      expect_close(out, kBf16Tol, "silu_mul" + shape);
+    }
+  }
+}
+
+TEST_F(OpsTest, EmbeddingScatterGather) {
+  for (int hidden : {24, 64, 100}) {
+    const std::string tag = " H=" + std::to_string(hidden);
+    Twin table = twin(random_host({50, hidden}), 'w'), ids = twin(int_host(random_ints(33, 0, 49)), 'i');
+    Twin emb = output({33, hidden});
+    cpu_->embedding(ids.cpu, table.cpu, emb.cpu);
+    gpu_->embedding(ids.gpu, table.gpu, emb.gpu);
+    expect_close(emb, kBf16Tol, "embedding" + tag);
+
+    // Scatter 17 rows into distinct places of a 40-row destination that already holds data.
+    std::vector<int32_t> places = permutation(40);
+    places.resize(17);
+    Twin src = twin(random_host({17, hidden})), dst = twin(random_host({40, hidden}));
+    Twin idx = twin(int_host(places), 'i');
+    cpu_->scatter_rows(src.cpu, idx.cpu, dst.cpu);
+    gpu_->scatter_rows(src.gpu, idx.gpu, dst.gpu);
+    expect_close(dst, kBf16Tol, "scatter_rows" + tag);
+
+    Twin picks = twin(int_host(random_ints(5, 0, 39)), 'i'), gathered = output({5, hidden});
+    cpu_->gather_rows(dst.cpu, picks.cpu, gathered.cpu);
+    gpu_->gather_rows(dst.gpu, picks.gpu, gathered.gpu);
+    expect_close(gathered, kBf16Tol, "gather_rows" + tag);
+  }
+}
+
+TEST_F(OpsTest, EmbeddingOutOfRangeIdIsFlaggedOnCuda) {
+  Twin table = twin(random_host({10, 16}), 'w'), ids = twin(int_host({3, 10}), 'i');
+  Twin emb = output({2, 16});
+  gpu_->embedding(ids.gpu, table.gpu, emb.gpu);
+  EXPECT_THROW(gpu_->synchronize(), Error);
+  EXPECT_NO_THROW(gpu_->synchronize());  // the flag resets once reported
+}
+
+TEST_F(OpsTest, PatchifyAndVitEmbed) {
+  struct Case {
+    int batch, size, patch;
+  };
+  for (Case c : {Case{2, 28, 14}, Case{1, 448, 14}, Case{3, 32, 8}}) {
+    const int grid = c.size / c.patch, patches = grid * grid, len = 3 * c.patch * c.patch;
+    const std::string tag = " B=" + std::to_string(c.batch) + " S=" + std::to_string(c.size);
+    Twin pixels = twin(random_host({c.batch, 3, c.size, c.size}, -2.f, 2.f), 'f');
+    Twin out = output({int64_t(c.batch) * patches, len});
+    cpu_->patchify(pixels.cpu, c.patch, out.cpu);
+    gpu_->patchify(pixels.gpu, c.patch, out.gpu);
+    expect_close(out, kBf16Tol, "patchify" + tag);
+  }
+  for (int channels : {24, 64}) {
+    const int batch = 3, patches = 16;
+    Twin emb = twin(random_host({batch * patches, channels})), cls = twin(random_host({channels}), 'w');
+    Twin pos = twin(random_host({patches + 1, channels}), 'w'), out = output({batch * (patches + 1), channels});
+    cpu_->vit_embed(emb.cpu, cls.cpu, pos.cpu, batch, out.cpu);
+    gpu_->vit_embed(emb.gpu, cls.gpu, pos.gpu, batch, out.gpu);
+    expect_close(out, kBf16Tol, "vit_embed C=" + std::to_string(channels));
+  }
+}
+
+TEST_F(OpsTest, PixelShuffle) {
+  struct Case {
+    int batch, grid, channels;
+  };
+  for (Case c : {Case{2, 4, 8}, Case{1, 32, 64}, Case{3, 6, 12}}) {
+    const int half = c.grid / 2;
+    Twin x = twin(random_host({c.batch * (1 + c.grid * c.grid), c.channels}));
+    Twin y = output({c.batch * half * half, 4 * c.channels});
+    cpu_->pixel_shuffle(x.cpu, c.batch, c.grid, y.cpu);
+    gpu_->pixel_shuffle(x.gpu, c.batch, c.grid, y.gpu);
+    expect_close(y, kBf16Tol, "pixel_shuffle G=" + std::to_string(c.grid));
+  }
+}
+
+TEST_F(OpsTest, ArgmaxAndLogSoftmaxGather) {
+  const int rows = 5, vocab = 1000;
+  Tensor logits = random_host({rows, vocab}, -8.f, 8.f);
+  // Ties: row 1's maximum appears twice; the lowest index must win on both backends.
+  logits.ptr<float>()[vocab + 10] = 20.f;
+  logits.ptr<float>()[vocab + 700] = 20.f;
+  for (char kind : {'a', 'f'}) {
+    Twin l = twin(logits, kind), ids = output({rows}, 'i');
+    cpu_->argmax(l.cpu, ids.cpu);
+    gpu_->argmax(l.gpu, ids.gpu);
+    expect_equal_ints(ids, std::string("argmax ") + kind);
+    EXPECT_EQ(gpu_->download(ids.gpu).ptr<int32_t>()[1], 10);
+
+    Twin picks = twin(int_host(random_ints(rows * 3, 0, vocab - 1), {rows, 3}), 'i'), out = output({rows, 3}, 'f');
+    cpu_->log_softmax_gather(l.cpu, picks.cpu, out.cpu);
+    gpu_->log_softmax_gather(l.gpu, picks.gpu, out.gpu);
+    expect_close(out, 1e-3, std::string("log_softmax_gather ") + kind);
+  }
+}
+
+TEST_F(OpsTest, MemoryRoundTripAndShapeErrors) {
+  const size_t before = gpu_->memory_in_use();
+  {
+    Tensor host = random_host({7, 9});
+    Tensor dev = gpu_->alloc(DType::F32, {7, 9});
+    EXPECT_GE(gpu_->memory_in_use(), before + 7 * 9 * 4);
+    gpu_->upload(dev, host);
+    Tensor back = gpu_->download(dev);
+    for (int i = 0; i < 63; ++i) EXPECT_EQ(back.ptr<float>()[i], host.ptr<float>()[i]);
+    Tensor bf = gpu_->alloc(DType::BF16, {7, 9}), copy = gpu_->alloc(DType::BF16, {63});
+    gpu_->upload(bf, host);  // F32 -> BF16 conversion on upload; values are bf16-exact
+    gpu_->copy(copy, bf);
+    Tensor back_bf = gpu_->download(copy);
+    for (int i = 0; i < 63; ++i) EXPECT_EQ(back_bf.ptr<float>()[i], host.ptr<float>()[i]);
+    gpu_->fill_zero(copy);
+    EXPECT_EQ(gpu_->download(copy).ptr<float>()[62], 0.f);
+    Tensor wrong = gpu_->alloc(DType::BF16, {7, 8});
+    EXPECT_THROW(gpu_->rms_norm(bf, wrong, 1e-5f, bf), Error);
+  }
+  EXPECT_EQ(gpu_->memory_in_use(), before);
+}
+
+}  // namespace
+}  // namespace fovea::test

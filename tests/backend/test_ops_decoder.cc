@@ -1,0 +1,200 @@
+// Op consistency, CPU reference vs CUDA: attention (dense ViT and paged decoder), rope, kv_write. Plus a few
+// CPU-only checks against naive in-test formulas that pin the layouts both backends implement; those run in CI,
+// where the CUDA cases skip.
+#include "ops_harness.h"
+
+namespace fovea::test {
+namespace {
+
+TEST_F(OpsTest, AttentionDense) {
+  struct Case {
+    int batch, tokens, heads, head_dim;
+  };
+  // 64 and 128 are the tensor-core fast paths, 24/32 the padded ones, 160 and 256 the generic path.
+  for (Case c : {Case{2, 1025, 2, 64}, Case{3, 33, 2, 32}, Case{1, 7, 3, 24}, Case{2, 65, 1, 128},
+                 Case{1, 40, 2, 160}, Case{1, 17, 1, 256}, Case{4, 1, 2, 64}}) {
+    const int rows = c.batch * c.tokens, width = c.heads * c.head_dim;
+    Twin qkv = twin(random_host({rows, 3 * width}, -2.f, 2.f)), out = output({rows, width});
+    cpu_->attention_dense(qkv.cpu, c.batch, c.tokens, c.heads, c.head_dim, out.cpu);
+    gpu_->attention_dense(qkv.gpu, c.batch, c.tokens, c.heads, c.head_dim, out.gpu);
+    expect_close(out, kAttentionTol,
+                 "attention_dense B=" + std::to_string(c.batch) + " T=" + std::to_string(c.tokens) +
+                     " H=" + std::to_string(c.heads) + " D=" + std::to_string(c.head_dim));
+  }
+}
+
+// A paged step: sequence s has q_lens[s] new tokens and ctx_lens[s] cached ones; its blocks are scattered over
+// the cache by a shuffled block table, the cache holds random data everywhere (also where nothing may be read).
+struct PagedCase {
+  std::vector<int> q_lens, ctx_lens;
+  int heads, kv_heads, head_dim, block_size;
+};
+
+std::string describe(const PagedCase& c) {
+  std::string s = "H=" + std::to_string(c.heads) + " KV=" + std::to_string(c.kv_heads) +
+                  " D=" + std::to_string(c.head_dim) + " bs=" + std::to_string(c.block_size) + " (q,ctx):";
+  for (size_t i = 0; i < c.q_lens.size(); ++i)
+    s += " (" + std::to_string(c.q_lens[i]) + "," + std::to_string(c.ctx_lens[i]) + ")";
+  return s;
+}
+
+class PagedOpsTest : public OpsTest {
+ protected:
+  void run_case(const PagedCase& c) {
+    const int seqs = int(c.q_lens.size());
+    std::vector<int32_t> cu_q{0};
+    int max_blocks = 1, needed = 0, max_q = 0, max_ctx = 0;
+    for (int s = 0; s < seqs; ++s) {
+      cu_q.push_back(cu_q.back() + c.q_lens[s]);
+      const int blocks = (c.ctx_lens[s] + c.block_size - 1) / c.block_size;
+      max_blocks = std::max(max_blocks, blocks + 1);
+      needed += blocks;
+      max_q = std::max(max_q, c.q_lens[s]);
+      max_ctx = std::max(max_ctx, c.ctx_lens[s]);
+    }
+    const int num_blocks = needed + 3;
+    const std::vector<int32_t> order = permutation(num_blocks);
+    std::vector<int32_t> table(static_cast<size_t>(seqs) * max_blocks);
+    int next = 0;
+    for (int s = 0; s < seqs; ++s) {
+      const int blocks = (c.ctx_lens[s] + c.block_size - 1) / c.block_size;
+      for (int b = 0; b < max_blocks; ++b)  // unused entries still name real blocks: they must not be read
+        table[size_t(s) * max_blocks + b] = b < blocks ? order[size_t(next++)] : order[size_t(num_blocks - 1)];
+    }
+    const int tokens = cu_q.back(), width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    Twin qkv = twin(random_host({tokens, width}, -2.f, 2.f));
+    const Shape cache_shape{num_blocks, c.block_size, c.kv_heads, c.head_dim};
+    Twin k = twin(random_host(cache_shape, -2.f, 2.f)), v = twin(random_host(cache_shape));
+    Twin cu = twin(int_host(cu_q), 'i'), ctx = twin(int_host(std::vector<int32_t>(c.ctx_lens.begin(), c.ctx_lens.end())), 'i');
+    Twin bt = twin(int_host(table, {seqs, max_blocks}), 'i');
+    Twin out = output({tokens, c.heads * c.head_dim});
+    PagedAttentionBatch cpu_batch{cu.cpu, ctx.cpu, bt.cpu, seqs, max_q, max_ctx};
+    PagedAttentionBatch gpu_batch{cu.gpu, ctx.gpu, bt.gpu, seqs, max_q, max_ctx};
+    cpu_->paged_attention(qkv.cpu, cpu_batch, KvCacheLayer{k.cpu, v.cpu}, c.heads, c.kv_heads, c.head_dim, out.cpu);
+    gpu_->paged_attention(qkv.gpu, gpu_batch, KvCacheLayer{k.gpu, v.gpu}, c.heads, c.kv_heads, c.head_dim, out.gpu);
+    expect_close(out, kAttentionTol, "paged_attention " + describe(c));
+  }
+};
+
+TEST_F(PagedOpsTest, DecodeBatch) {
+  for (int head_dim : {128, 64, 24}) {
+    std::vector<int> ctx = random_ints(6, 1, 300);
+    run_case({std::vector<int>(6, 1), ctx, 8, 2, head_dim, 16});
+  }
+  run_case({{1, 1, 1}, {1000, 5, 129}, 32, 8, 128, 16});  // InternLM2-7B heads, one long context
+}
+
+TEST_F(PagedOpsTest, PrefillAndChunkedPrefill) {
+  run_case({{200}, {200}, 4, 4, 64, 16});                             // plain prefill, no GQA
+  run_case({{37, 1, 64}, {100, 77, 64}, 14, 2, 64, 16});              // Qwen2-0.5B grouping, mixed step
+  run_case({{70, 3}, {70, 300}, 8, 2, 128, 32});                      // chunk + decode-like tail
+  run_case({{33, 9}, {50, 9}, 4, 1, 16, 8});                          // tiny head dim, MQA
+  run_case({{19, 1}, {40, 7}, 2, 2, 32, 16});
+  run_case({{12, 1}, {30, 5}, 4, 2, 256, 16});                        // generic path
+}
+
+TEST_F(OpsTest, RopeAndKvWrite) {
+  struct Case {
+    int tokens, heads, kv_heads, head_dim;
+  };
+  for (Case c : {Case{9, 4, 2, 64}, Case{33, 32, 8, 128}, Case{5, 2, 1, 24}}) {
+    const int width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    const std::string tag = " D=" + std::to_string(c.head_dim);
+    Twin qkv = twin(random_host({c.tokens, width})), pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i');
+    cpu_->rope(qkv.cpu, pos.cpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
+    gpu_->rope(qkv.gpu, pos.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
+    expect_close(qkv, kBf16Tol, "rope" + tag);
+
+    const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
+    std::vector<int32_t> slots = permutation(num_blocks * block_size);
+    slots.resize(size_t(c.tokens));
+    const Shape cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
+    Twin k = twin(random_host(cache_shape)), v = twin(random_host(cache_shape)), s = twin(int_host(slots), 'i');
+    KvCacheLayer cpu_cache{k.cpu, v.cpu}, gpu_cache{k.gpu, v.gpu};
+    cpu_->kv_write(qkv.cpu, s.cpu, c.heads, c.kv_heads, c.head_dim, cpu_cache);
+    gpu_->kv_write(qkv.gpu, s.gpu, c.heads, c.kv_heads, c.head_dim, gpu_cache);
+    expect_close(k, kBf16Tol, "kv_write K" + tag);
+    expect_close(v, kBf16Tol, "kv_write V" + tag);
+  }
+}
+
+// ---- CPU-only layout checks (run everywhere) ----
+
+// out = softmax(q·K^T / sqrt(D)) V over keys 0..limit, in double.
+std::vector<double> naive_attention(const float* q, const std::vector<const float*>& keys,
+                                    const std::vector<const float*>& values, int head_dim) {
+  std::vector<double> scores(keys.size()), out(size_t(head_dim), 0.0);
+  double max_score = -1e300, sum = 0;
+  for (size_t j = 0; j < keys.size(); ++j) {
+    double dot = 0;
+    for (int d = 0; d < head_dim; ++d) dot += double(q[d]) * keys[j][d];
+    scores[j] = dot / std::sqrt(double(head_dim));
+    max_score = std::max(max_score, scores[j]);
+  }
+  for (size_t j = 0; j < keys.size(); ++j) {
+    const double w = std::exp(scores[j] - max_score);
+    sum += w;
+    for (int d = 0; d < head_dim; ++d) out[size_t(d)] += w * values[j][d];
+  }
+  for (double& x : out) x /= sum;
+  return out;
+}
+
+TEST(CpuLayouts, PagedAttentionMatchesNaiveCausalGqa) {
+  auto cpu = make_cpu_backend();
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  const int heads = 4, kv_heads = 2, D = 8, bs = 4, q_len = 3, ctx = 6, num_blocks = 3;
+  const int width = (heads + 2 * kv_heads) * D;
+  Tensor qkv = Tensor::host(DType::F32, {q_len, width}), k = Tensor::host(DType::F32, {num_blocks, bs, kv_heads, D});
+  Tensor v = Tensor::host(DType::F32, k.shape);
+  for (Tensor* t : {&qkv, &k, &v})
+    for (int64_t i = 0; i < t->numel(); ++i) t->ptr<float>()[i] = dist(rng);
+  const int32_t table[2] = {2, 0};  // positions 0..3 in block 2, 4..5 in block 0
+  auto put = [&](const Tensor& host) {
+    Tensor t = cpu->alloc(host.dtype, host.shape);
+    cpu->upload(t, host);
+    return t;
+  };
+  Tensor cu = Tensor::host(DType::I32, {2}), len = Tensor::host(DType::I32, {1}), bt = Tensor::host(DType::I32, {1, 2});
+  cu.ptr<int32_t>()[1] = q_len;
+  len.ptr<int32_t>()[0] = ctx;
+  std::copy(table, table + 2, bt.ptr<int32_t>());
+  PagedAttentionBatch batch{put(cu), put(len), put(bt), 1, q_len, ctx};
+  Tensor out = cpu->alloc(DType::F32, {q_len, heads * D});
+  cpu->paged_attention(put(qkv), batch, KvCacheLayer{put(k), put(v)}, heads, kv_heads, D, out);
+  Tensor got = cpu->download(out);
+  for (int j = 0; j < q_len; ++j) {
+    const int pos = ctx - q_len + j;
+    for (int h = 0; h < heads; ++h) {
+      const int g = h / (heads / kv_heads);
+      std::vector<const float*> keys, values;
+      for (int p = 0; p <= pos; ++p) {
+        const int64_t row = (int64_t(table[p / bs]) * bs + p % bs) * kv_heads + g;
+        keys.push_back(k.ptr<float>() + row * D);
+        values.push_back(v.ptr<float>() + row * D);
+      }
+      const std::vector<double> want = naive_attention(qkv.ptr<float>() + j * width + h * D, keys, values, D);
+      for (int d = 0; d < D; ++d) EXPECT_NEAR(got.ptr<float>()[j * heads * D + h * D + d], want[size_t(d)], 1e-4);
+    }
+  }
+}
+
+TEST(CpuLayouts, PixelShuffleChannelOrder) {
+  auto cpu = make_cpu_backend();
+  const int grid = 4, C = 2;
+  Tensor x = Tensor::host(DType::F32, {1 + grid * grid, C});
+  for (int r = 0; r < 1 + grid * grid; ++r)
+    for (int c = 0; c < C; ++c) x.ptr<float>()[r * C + c] = float(r * 10 + c);
+  Tensor xd = cpu->alloc(DType::F32, x.shape), yd = cpu->alloc(DType::F32, {4, 4 * C});
+  cpu->upload(xd, x);
+  cpu->pixel_shuffle(xd, 1, grid, yd);
+  Tensor y = cpu->download(yd);
+  // Output token (1, 0) = [X[2][0], X[2][1], X[3][0], X[3][1]]; patch (r, c) is row 1 + r * grid + c.
+  const int expect_rows[4] = {1 + 2 * grid + 0, 1 + 2 * grid + 1, 1 + 3 * grid + 0, 1 + 3 * grid + 1};
+  for (int q = 0; q < 4; ++q)
+    for (int c = 0; c < C; ++c) EXPECT_EQ(y.ptr<float>()[2 * 4 * C + q * C + c], float(expect_rows[q] * 10 + c));
+}
+
+}  // namespace
+}  // namespace fovea::test
