@@ -9,6 +9,7 @@
 
 namespace fovea {
 
+class ThreadPool;
 
 struct ImageLimits {
   int64_t max_pixels = 89478485;          // Pillow's decompression-bomb threshold (warning level)
@@ -23,6 +24,7 @@ struct PreprocessOptions {
   bool exif_transpose = false; // the reference ignores EXIF orientation
   int tile_size = 448;
   ImageLimits limits;
+  ThreadPool* pool = nullptr;  // optional: spreads one image's resize over these threads (output unchanged)
 };
 
 struct RgbImage {
@@ -47,5 +49,16 @@ RgbImage decode_image_file(const std::string& path, const ImageLimits& limits = 
 
 // Full pipeline from encoded bytes. Thread-safe; parallelism across images is the caller's.
 PreprocessedImage preprocess_image(const std::string& bytes, const PreprocessOptions& options);
+
+// The same from decoded pixels.
+PreprocessedImage preprocess_rgb(const RgbImage& image, const PreprocessOptions& options);
+
+// The grid the options' policy picks for a width × height image (cols, rows, thumbnail).
+void choose_tile_grid(int width, int height, const PreprocessOptions& options, int* cols, int* rows,
+                      bool* thumbnail);
+
+// ImageNet normalisation exactly as torchvision's ToTensor + Normalize compute it in float32:
+// [T, S, S, 3] U8 → [T, 3, S, S] F32.
+Tensor normalize_tiles(const Tensor& tiles_u8);
 
 }  // namespace fovea

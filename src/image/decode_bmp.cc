@@ -1,0 +1,205 @@
+// BMP/DIB, parsed here (no Debian library decodes it) following Pillow's BmpImagePlugin: OS/2 and Windows
+// headers, 1/4/8-bit palettes (raw, RLE8, RLE4), 16/24/32-bit raw and bitfields. Every read is bounds
+// checked; a short pixel area is an error, as Pillow's "not enough image data".
+#include <algorithm>
+#include <cstring>
+
+#include "image/image_internal.h"
+
+namespace fovea::image_internal {
+namespace {
+
+uint32_t le32(const std::string& b, size_t at) {
+  FOVEA_CHECK(at + 4 <= b.size(), "BMP: header is truncated");
+  const auto* p = reinterpret_cast<const uint8_t*>(b.data()) + at;
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+uint16_t le16(const std::string& b, size_t at) {
+  FOVEA_CHECK(at + 2 <= b.size(), "BMP: header is truncated");
+  const auto* p = reinterpret_cast<const uint8_t*>(b.data()) + at;
+  return uint16_t(p[0] | p[1] << 8);
+}
+
+enum Compression { kRaw = 0, kRle8 = 1, kRle4 = 2, kBitfields = 3, kAlphaBitfields = 6 };
+
+struct BmpInfo {
+  int64_t width = 0, height = 0;
+  bool top_down = false;
+  int bits = 0;
+  uint32_t compression = kRaw;
+  uint32_t masks[3] = {0, 0, 0};  // red, green, blue
+  std::vector<uint8_t> palette;   // RGB triples
+  size_t pixel_offset = 0;
+};
+
+BmpInfo read_info(const std::string& b) {
+  BmpInfo info;
+  info.pixel_offset = le32(b, 10);
+  const uint32_t header_size = le32(b, 14);
+  const size_t h = 14;
+  if (header_size == 12) {  // OS/2 1.x
+    info.width = le16(b, h + 4);
+    info.height = int16_t(le16(b, h + 6));
+    info.bits = le16(b, h + 10);
+  } else {
+    FOVEA_CHECK(header_size >= 40 && header_size <= 124, "BMP: unsupported header size ", header_size);
+    info.width = int32_t(le32(b, h + 4));
+    info.height = int32_t(le32(b, h + 8));
+    info.bits = le16(b, h + 14);
+    info.compression = le32(b, h + 16);
+  }
+  info.top_down = info.height < 0;
+  info.height = info.height < 0 ? -info.height : info.height;
+  FOVEA_CHECK(info.width > 0 && info.height > 0, "BMP: bad size ", info.width, "x", info.height);
+  if (info.compression == kBitfields || info.compression == kAlphaBitfields) {
+    // Masks follow a 40-byte header, or sit inside a V2+ header at the same place.
+    for (int c = 0; c < 3; ++c) info.masks[c] = le32(b, h + 40 + 4 * c);
+  }
+  if (info.bits <= 8) {
+    const size_t entry = header_size == 12 ? 3 : 4;
+    uint32_t colors = header_size >= 40 ? le32(b, h + 32) : 0;
+    if (colors == 0 || colors > 256) colors = 1u << info.bits;
+    size_t at = h + header_size;
+    if (header_size == 40 && (info.compression == kBitfields)) at += 12;
+    for (uint32_t i = 0; i < colors && at + 3 <= b.size() && at + 3 <= info.pixel_offset; ++i, at += entry) {
+      info.palette.push_back(uint8_t(b[at + 2]));
+      info.palette.push_back(uint8_t(b[at + 1]));
+      info.palette.push_back(uint8_t(b[at]));
+    }
+  }
+  return info;
+}
+
+// Palette indices of the whole image, rows in file order (bottom-up unless top_down).
+std::vector<uint8_t> decode_rle(const std::string& b, const BmpInfo& info, bool rle4) {
+  const size_t xsize = size_t(info.width), total = xsize * size_t(info.height);
+  std::vector<uint8_t> data;
+  data.reserve(total);
+  size_t at = info.pixel_offset;
+  size_t x = 0;
+  auto byte_at = [&](size_t i) { return uint8_t(b[i]); };
+  while (data.size() < total && at + 2 <= b.size()) {
+    size_t count = byte_at(at);
+    const uint8_t value = byte_at(at + 1);
+    at += 2;
+    if (count) {  // encoded run, clipped to the row as Pillow clips it
+      count = x + count > xsize ? (x < xsize ? xsize - x : 0) : count;
+      for (size_t i = 0; i < count; ++i) data.push_back(rle4 ? (i % 2 ? value & 15 : value >> 4) : value);
+      x += count;
+    } else if (value == 0) {  // end of line
+      while (data.size() % xsize) data.push_back(0);
+      x = 0;
+    } else if (value == 1) {  // end of bitmap
+      break;
+    } else if (value == 2) {  // delta: Pillow reads two bytes, then the offsets from the next two
+      if (at + 4 > b.size()) break;
+      const size_t right = byte_at(at + 2), up = byte_at(at + 3);
+      at += 4;
+      data.insert(data.end(), std::min(right + up * xsize, total), 0);
+      x = data.size() % xsize;
+    } else {  // absolute run of `value` pixels, padded to 16 bits
+      const size_t nbytes = rle4 ? value / 2 : value;
+      const size_t have = std::min(nbytes, b.size() - at);
+      for (size_t i = 0; i < have; ++i) {
+        const uint8_t v = byte_at(at + i);
+        if (rle4) {
+          data.push_back(v >> 4);
+          data.push_back(v & 15);
+        } else {
+          data.push_back(v);
+        }
+      }
+      at += have;
+      if (have < nbytes) break;
+      x += value;
+      if (at % 2) ++at;
+    }
+  }
+  FOVEA_CHECK(data.size() >= total, "BMP: not enough image data");
+  data.resize(total);
+  return data;
+}
+
+// Pillow's unpackers scale an n-bit field to 0..255 by v * 255 / (2^n - 1), integer division.
+struct MaskField {
+  int shift = 0, width = 0;
+  explicit MaskField(uint32_t mask) {
+    if (!mask) return;
+    while (!((mask >> shift) & 1)) ++shift;
+    while (width + shift < 32 && ((mask >> (shift + width)) & 1)) ++width;
+  }
+  uint8_t read(uint32_t pixel) const {
+    if (!width) return 0;
+    const uint32_t max = width >= 32 ? 0xffffffffu : (1u << width) - 1;
+    const uint64_t v = (pixel >> shift) & max;
+    return width == 8 ? uint8_t(v) : uint8_t(v * 255 / max);
+  }
+};
+
+void lookup(const BmpInfo& info, uint8_t index, uint8_t* px) {
+  const size_t at = size_t(index) * 3;
+  if (at + 3 <= info.palette.size()) {
+    std::memcpy(px, &info.palette[at], 3);
+  } else {
+    px[0] = px[1] = px[2] = 0;
+  }
+}
+
+}  // namespace
+
+DecodedImage decode_bmp(const std::string& b, const ImageLimits& limits) {
+  FOVEA_CHECK(b.size() >= 26 && b[0] == 'B' && b[1] == 'M', "BMP: not a BMP file");
+  const BmpInfo info = read_info(b);
+  const int bits = info.bits;
+  FOVEA_CHECK(bits == 1 || bits == 4 || bits == 8 || bits == 16 || bits == 24 || bits == 32,
+              "BMP: unsupported bit depth ", bits);
+  const uint32_t comp = info.compression;
+  FOVEA_CHECK(comp == kRaw || (comp == kRle8 && bits == 8) || (comp == kRle4 && bits == 4) ||
+                  ((comp == kBitfields || comp == kAlphaBitfields) && (bits == 16 || bits == 32)),
+              "BMP: unsupported compression ", comp, " at ", bits, " bits");
+  DecodedImage out;
+  out.rgb = make_rgb("BMP", info.width, info.height, limits);
+  const size_t w = size_t(info.width), h = size_t(info.height);
+  auto dest_row = [&](size_t file_row) {
+    const size_t y = info.top_down ? file_row : h - 1 - file_row;
+    return out.rgb.pixels.data() + y * w * 3;
+  };
+
+  if (comp == kRle8 || comp == kRle4) {
+    const std::vector<uint8_t> indices = decode_rle(b, info, comp == kRle4);
+    for (size_t r = 0; r < h; ++r)
+      for (size_t x = 0; x < w; ++x) lookup(info, indices[r * w + x], dest_row(r) + 3 * x);
+    return out;
+  }
+
+  const size_t stride = ((w * size_t(bits) + 31) / 32) * 4;
+  FOVEA_CHECK(info.pixel_offset <= b.size() && b.size() - info.pixel_offset >= stride * h,
+              "BMP: not enough image data");
+  const uint32_t default16[3] = {0x7c00, 0x3e0, 0x1f}, default32[3] = {0xff0000, 0xff00, 0xff};
+  const uint32_t* masks = comp == kRaw ? (bits == 16 ? default16 : default32) : info.masks;
+  const bool no_masks = !masks[0] && !masks[1] && !masks[2];  // Pillow reads all-zero masks as BGRA
+  const MaskField fields[3] = {MaskField(no_masks ? default32[0] : masks[0]),
+                               MaskField(no_masks ? default32[1] : masks[1]),
+                               MaskField(no_masks ? default32[2] : masks[2])};
+  for (size_t r = 0; r < h; ++r) {
+    const auto* src = reinterpret_cast<const uint8_t*>(b.data()) + info.pixel_offset + r * stride;
+    uint8_t* dst = dest_row(r);
+    for (size_t x = 0; x < w; ++x, dst += 3) {
+      if (bits <= 8) {
+        const size_t bit = x * bits;
+        const int shift = 8 - bits - int(bit % 8);
+        lookup(info, uint8_t((src[bit / 8] >> shift) & ((1 << bits) - 1)), dst);
+      } else if (bits == 24) {
+        dst[0] = src[3 * x + 2], dst[1] = src[3 * x + 1], dst[2] = src[3 * x];
+      } else {
+        const uint32_t pixel = bits == 16 ? uint32_t(src[2 * x] | src[2 * x + 1] << 8)
+                                          : uint32_t(src[4 * x]) | uint32_t(src[4 * x + 1]) << 8 |
+                                                uint32_t(src[4 * x + 2]) << 16 | uint32_t(src[4 * x + 3]) << 24;
+        for (int c = 0; c < 3; ++c) dst[c] = fields[c].read(pixel);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fovea::image_internal
