@@ -1,0 +1,186 @@
+"""Shared pieces of the GPU benchmark: the workload's constants, the reference InternVL tiling (a port of
+InternVL's dynamic_preprocess + build_transform), the prompt layout, the FLOP model of PERF.md, JSON helpers.
+
+Every step of bench/gpu is a separate process (so one failing step leaves the others' numbers); they talk
+through JSON files in one work directory.
+"""
+import json
+import os
+import sys
+import time
+
+# The listing-photo workload of ../shared/guide/PERF.md: (width, height, share).
+RESOLUTION_MIX = [
+    (480, 360, 0.25), (640, 480, 0.15), (800, 600, 0.20), (1024, 768, 0.10),
+    (750, 1000, 0.10), (1080, 1440, 0.10), (1920, 1080, 0.05), (612, 464, 0.05),
+]
+QUESTION = "图中有3张以上的床，或者是有双层床，请直接给出是或者否，然后给出详细的解释。注意1张双层床有2张床"
+
+TILE = 448
+MAX_TILES = 12
+TOKENS_PER_TILE = 256
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+# Chat templates, as InternVL's conversation.py writes them (MPT separator style). The image block sits
+# between the two text parts: <img> + <IMG_CONTEXT> x 256*tiles + </img>.
+TEMPLATES = {
+    # InternVL2-8B (InternLM2 LLM): separator <|im_end|>, BOS <s> added by the tokenizer.
+    "internlm2-chat": {
+        "system": "你是由上海人工智能实验室联合商汤科技开发的书生多模态大模型，英文名叫InternVL, 是一个有用无害的人工智能助手。",
+        "before_image": "<|im_start|>system\n{system}<|im_end|><|im_start|>user\n",
+        "after_image": "\n{question}<|im_end|><|im_start|>assistant\n",
+    },
+    # InternVL2.5 / InternVL3 (the Qwen2.5 LLM of the qwen2 variant): separator <|im_end|>\n, no BOS.
+    "internvl2_5": {
+        "system": "你是书生·万象，英文名是InternVL，是由上海人工智能实验室、清华大学及多家合作单位联合开发的多模态大语言模型。",
+        "before_image": "<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n",
+        "after_image": "\n{question}<|im_end|>\n<|im_start|>assistant\n",
+    },
+}
+
+# Per LLM family: the token ids of the image block and the BOS the tokenizer adds (None: none).
+VARIANT_IDS = {
+    "internlm2": {"bos": 1, "img_start": 92544, "img_end": 92545, "img_context": 92546, "template": "internlm2-chat"},
+    "qwen2": {"bos": None, "img_start": 151665, "img_end": 151666, "img_context": 151667, "template": "internvl2_5"},
+}
+
+
+def log(*parts):
+    print(time.strftime("%H:%M:%S"), *parts, flush=True)
+
+
+def write_json(path, obj):
+    """Writes atomically, so a step killed by its timeout never leaves half a file for the report."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, ensure_ascii=False, indent=1, default=float)
+    os.replace(tmp, path)
+
+
+def read_json(path, default=None):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def read_jsonl(path):
+    """Records of a JSONL file; a torn last line (a run killed mid-write) is skipped."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+# ---- the reference tiling (InternVL's dynamic_preprocess, same rule and the same candidate order) ----
+
+def find_closest_aspect_ratio(aspect_ratio, target_ratios, width, height, image_size):
+    best_diff = float("inf")
+    best = (1, 1)
+    area = width * height
+    for ratio in target_ratios:
+        diff = abs(aspect_ratio - ratio[0] / ratio[1])
+        if diff < best_diff:
+            best_diff = diff
+            best = ratio
+        elif diff == best_diff and area > 0.5 * image_size * image_size * ratio[0] * ratio[1]:
+            # On an exact tie a later (larger) grid wins only for an image big enough to fill half of it.
+            best = ratio
+    return best
+
+
+def official_grid(width, height, min_num=1, max_num=MAX_TILES, image_size=TILE):
+    """(cols, rows) of the official policy. The candidates come from a Python set sorted by area, exactly as the
+    reference builds them: the set's iteration order decides among equal products."""
+    ratios = set((i, j) for n in range(min_num, max_num + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                 if min_num <= i * j <= max_num)
+    ratios = sorted(ratios, key=lambda x: x[0] * x[1])
+    return find_closest_aspect_ratio(width / height, ratios, width, height, image_size)
+
+
+def official_tile_count(width, height):
+    cols, rows = official_grid(width, height)
+    return cols * rows + (1 if cols * rows > 1 else 0)
+
+
+def dynamic_preprocess(image, max_num=MAX_TILES, image_size=TILE, use_thumbnail=True):
+    """PIL image -> list of PIL tiles (row-major), plus a thumbnail when there is more than one tile."""
+    from PIL import Image
+    cols, rows = official_grid(image.width, image.height, 1, max_num, image_size)
+    resized = image.resize((image_size * cols, image_size * rows), Image.BICUBIC)
+    tiles = []
+    for i in range(cols * rows):
+        x, y = (i % cols) * image_size, (i // cols) * image_size
+        tiles.append(resized.crop((x, y, x + image_size, y + image_size)))
+    if use_thumbnail and len(tiles) != 1:
+        tiles.append(image.resize((image_size, image_size), Image.BICUBIC))
+    return tiles
+
+
+def tiles_to_tensor(tiles):
+    """build_transform: ToTensor (/255) then Normalize, in float32 and in torchvision's order of operations.
+    (The reference's Resize((448, 448)) is a copy on tiles that are already 448x448.)"""
+    import numpy as np
+    import torch
+    arr = np.stack([np.asarray(t.convert("RGB"), dtype=np.uint8) for t in tiles])  # [T, H, W, 3]
+    x = torch.from_numpy(arr).permute(0, 3, 1, 2).to(torch.float32).div(255.0)
+    mean = torch.tensor(IMAGENET_MEAN, dtype=torch.float32).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, dtype=torch.float32).view(1, 3, 1, 1)
+    return x.sub_(mean).div_(std)
+
+
+def load_pixel_values(path):
+    """The reference's load_image(): open, convert('RGB') (no EXIF transpose), tile, normalise."""
+    from PIL import Image
+    with Image.open(path) as im:
+        image = im.convert("RGB")
+    return tiles_to_tensor(dynamic_preprocess(image))
+
+
+# ---- the FLOP model of PERF.md, with the parameter counts taken from the model's config ----
+
+def model_dims(config):
+    """The numbers the FLOP model needs, from an InternVLConfig (or its JSON dict)."""
+    cfg = config if isinstance(config, dict) else config.to_dict()
+    v, t = cfg["vision_config"], cfg["text_config"]
+    c, m, n_vit = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
+    patch = v["patch_size"][0] if isinstance(v["patch_size"], (list, tuple)) else v["patch_size"]
+    image = v["image_size"][0] if isinstance(v["image_size"], (list, tuple)) else v["image_size"]
+    h, f, n_llm = t["hidden_size"], t["intermediate_size"], t["num_hidden_layers"]
+    heads, kv = t["num_attention_heads"], t.get("num_key_value_heads") or t["num_attention_heads"]
+    head_dim = t.get("head_dim") or h // heads
+    vit_tokens = (image // patch) ** 2 + 1
+    proj_in = c * 4
+    return {
+        "vit_params": n_vit * (4 * c * c + 2 * c * m) + 3 * patch * patch * c,
+        "vit_layers": n_vit, "vit_hidden": c, "vit_tokens": vit_tokens,
+        "proj_params": proj_in * h + h * h,
+        "llm_params": n_llm * (h * heads * head_dim * 2 + 2 * h * kv * head_dim + 3 * h * f),
+        "llm_layers": n_llm, "llm_hidden": h, "attn_width": heads * head_dim, "vocab": t["vocab_size"],
+    }
+
+
+def request_flops(dims, tiles, text_tokens):
+    """PERF.md: ViT T x (2 P_vit 1025 + 24 x 4 x 1025^2 x 1024), projector 2 P_proj 256 T,
+    LLM 2 P_llm L + layers x 4 x width x L^2 / 2 (causal attention), lm_head once."""
+    n = dims["vit_tokens"]
+    vit = tiles * (2 * dims["vit_params"] * n + dims["vit_layers"] * 4 * n * n * dims["vit_hidden"])
+    proj = 2 * dims["proj_params"] * TOKENS_PER_TILE * tiles
+    seq = TOKENS_PER_TILE * tiles + text_tokens
+    llm = 2 * dims["llm_params"] * seq + dims["llm_layers"] * 4 * dims["attn_width"] * seq * seq / 2
+    head = 2 * dims["llm_hidden"] * dims["vocab"]
+    return vit + proj + llm + head
+
+
+def die(msg):
+    print("error:", msg, file=sys.stderr, flush=True)
+    sys.exit(1)

@@ -1,0 +1,189 @@
+"""Collects the step results of one benchmark run into one JSON and one table (QPM of each engine, ratios, MFU
+against the measured bf16 GEMM peak, the FLOP floor, first-token agreement, ViT ms per tile, preprocessing ms
+per image, GPU memory), prints the table, and writes report.md + report.json.
+
+  report.py --work WORK --out-dir OUT                 # on the GPU machine, at the end of run_all.sh
+  report.py --from-json OUT/report.json --results-dir bench/results --name h200   # here, after the run:
+      writes bench/results/<date>-<name>.md and .json from what came back
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def collect(work):
+    data = {key: common.read_json(os.path.join(work, f"{key}.json")) for key in
+            ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps")}
+    data["fovea"] = {}
+    for name in sorted(os.listdir(work)):
+        if name.startswith("fovea_") and name.endswith(".json"):
+            data["fovea"][name[len("fovea_"):-len(".json")]] = common.read_json(os.path.join(work, name))
+    data["derived"] = derive(data)
+    return data
+
+
+def mean(xs):
+    return sum(xs) / len(xs) if xs else None
+
+
+def derive(data):
+    """FLOP model per request, the floors, and every engine's QPM, ratios and MFU."""
+    workload, model, prompt = data["workload"] or {}, data["model"] or {}, data["prompt"] or {}
+    gemm, ref, compare = data["gemm"] or {}, data["ref"] or {}, data["compare"] or {}
+    dims, text = model.get("dims"), (prompt or {}).get("text_tokens", 81)
+    flops = {}
+    if dims and workload:
+        flops = {r["id"]: common.request_flops(dims, r["official_tiles"], text) for r in workload["requests"]}
+    out = {"text_tokens": text, "mean_tflop_per_request": mean(list(flops.values())) / 1e12 if flops else None}
+    peak_bf16, peak_fp8 = gemm.get("bf16_peak_tflops"), gemm.get("fp8_peak_tflops")
+    per_req = out["mean_tflop_per_request"]
+    out["floor_qpm_bf16"] = 60.0 * peak_bf16 / per_req if peak_bf16 and per_req else None
+    out["floor_qpm_fp8"] = 60.0 * peak_fp8 / per_req if peak_fp8 and per_req else None
+    rows = []
+    ref_ids = list((ref.get("records") or {}).keys())
+    for key, label in (("e2e", "transformers end-to-end"), ("forward_only", "transformers forward-only")):
+        if ref.get(key):
+            tflop = mean([flops[i] for i in ref_ids if i in flops]) / 1e12 if flops and ref_ids else per_req
+            rows.append({"engine": f"{label} (batch {ref[key]['batch']})", "qpm": ref[key]["qpm"],
+                         "tflop_per_request": tflop, "requests": ref[key]["requests"]})
+    for name, run in sorted(data["fovea"].items(), key=lambda kv: (kv[0] != "official", kv[0])):
+        done_ids = [r for r in (run.get("done_ids") or []) if r in flops]
+        tflop = mean([flops[i] for i in done_ids]) / 1e12 if done_ids else per_req
+        if (compare.get("runs", {}).get(name, {}).get("policy") or name) != "official":
+            tflop = None  # another tiling executes other FLOPs: MFU of the official FLOP model would mislead
+        rows.append({"engine": f"Fovea {name}", "qpm": run.get("qpm_steady"), "tflop_per_request": tflop,
+                     "requests": run.get("done"), "of": run.get("tasks"), "timed_out": run.get("timed_out"),
+                     "exit_code": run.get("exit_code"), "gpu_mem_gb": run.get("peak_gpu_mem_gb")})
+    base = next((r["qpm"] for r in rows if r["engine"].startswith("transformers end-to-end")), None)
+    for row in rows:
+        qpm = row["qpm"]
+        row["x_transformers_e2e"] = qpm / base if qpm and base else None
+        row["x_floor_bf16"] = qpm / out["floor_qpm_bf16"] if qpm and out["floor_qpm_bf16"] else None
+        row["mfu"] = (qpm / 60.0 * row["tflop_per_request"] / peak_bf16
+                      if qpm and row["tflop_per_request"] and peak_bf16 else None)
+    out["rows"] = rows
+    return out
+
+
+def f(x, spec=".1f", none="n/a"):
+    return none if x is None else format(x, spec)
+
+
+def pct(entry):
+    if not entry or not entry.get("n"):
+        return "n/a"
+    return f"{entry['pct']:.1f}% ({entry['agree']}/{entry['n']})"
+
+
+def render(data):
+    d, env, ref, gemm = data["derived"], data["env"] or {}, data["ref"] or {}, data["gemm"] or {}
+    compare, model, workload = data["compare"] or {}, data["model"] or {}, data["workload"] or {}
+    lines = [f"# Fovea GPU benchmark {env.get('date', '')}", "",
+             f"- commit `{env.get('commit', 'unknown')}`; GPU {env.get('gpu', gemm.get('gpu', '?'))}; "
+             f"torch {ref.get('torch', gemm.get('torch', '?'))}, transformers {ref.get('transformers', '?')}",
+             f"- command: `{env.get('command', '?')}`",
+             f"- model: {model.get('variant', '?')}{' (tiny)' if model.get('tiny') else ''}, "
+             f"{f(model.get('params', 0) / 1e9, '.2f')} B params, random (seed {model.get('seed')}, std "
+             f"{model.get('std')}, constants perturbed: {model.get('perturbed')})",
+             f"- workload: {len(workload.get('requests', []))} listing photos, {workload.get('unique_images')} "
+             f"unique, mean {f(workload.get('mean_official_tiles'), '.2f')} official tiles, "
+             f"{d.get('text_tokens')} text tokens, {f(d.get('mean_tflop_per_request'), '.1f')} TFLOP/request",
+             "", "| engine | QPM | x transformers e2e | x bf16 floor | MFU | requests |",
+             "|---|---|---|---|---|---|",
+             f"| FLOP floor bf16 ({f(gemm.get('bf16_peak_tflops'), '.0f')} TFLOP/s) | {f(d.get('floor_qpm_bf16'))} "
+             f"| | 1.00 | 100% | |",
+             f"| FLOP floor FP8 ({f(gemm.get('fp8_peak_tflops'), '.0f')} TFLOP/s) | {f(d.get('floor_qpm_fp8'))} "
+             f"| | | | |"]
+    for row in d["rows"]:
+        done = f"{row['requests']}" + (f"/{row['of']}" if row.get("of") else "")
+        if row.get("timed_out"):
+            done += " TIMEOUT"
+        elif row.get("exit_code") not in (None, 0):
+            done += f" exit {row['exit_code']}"
+        lines.append(f"| {row['engine']} | {f(row['qpm'])} | {f(row['x_transformers_e2e'], '.2f')} | "
+                     f"{f(row['x_floor_bf16'], '.2f')} | {f(row['mfu'] * 100 if row['mfu'] else None, '.1f')}% | "
+                     f"{done} |")
+    lines += ["", "| check | value |", "|---|---|"]
+    tf32 = compare.get("transformers_bf16_vs_fp32")
+    lines.append(f"| transformers bf16 vs fp32, first token | {pct(tf32)}; logits rel err "
+                 f"{f((tf32 or {}).get('logits_rel_err', {}) and tf32['logits_rel_err']['mean'], '.2e')} mean |")
+    for name, entry in (compare.get("runs") or {}).items():
+        if "vs_reference" in entry:
+            lines.append(f"| Fovea {name} vs transformers bf16, first token | {pct(entry['vs_reference'])}; "
+                         f"decisive requests {pct(entry.get('vs_reference_decisive'))} |")
+        if "vs_fp32" in entry:
+            lines.append(f"| Fovea {name} vs fp32, first token | {pct(entry['vs_fp32'])} |")
+        if entry.get("logits_rel_err_vs_reference"):
+            lines.append(f"| Fovea {name} logits rel err vs transformers bf16 | "
+                         f"{entry['logits_rel_err_vs_reference']['mean']:.2e} mean, "
+                         f"{entry['logits_rel_err_vs_reference']['max']:.2e} max |")
+        if "vs_fovea_official" in entry:
+            lines.append(f"| Fovea {name} vs Fovea official, first token | {pct(entry['vs_fovea_official'])} |")
+    lines.append(f"| distinct first tokens (transformers, {compare.get('reference_requests', 0)} requests) | "
+                 f"{compare.get('distinct_reference_tokens', 'n/a')}"
+                 f"{' — DEGENERATE: constant argmax' if compare.get('reference_tokens_constant') else ''} |")
+    e2e = ref.get("e2e") or {}
+    if e2e.get("padding_fallback_batches") or e2e.get("non_finite_requests"):
+        lines.append(f"| transformers batches redone unpadded (NaN from padding) / non-finite requests | "
+                     f"{e2e.get('padding_fallback_batches')} / {e2e.get('non_finite_requests')} |")
+    for phase, err in (ref.get("errors") or {}).items():
+        lines.append(f"| transformers phase {phase} FAILED | {err[:200]} |")
+    vit = ref.get("vit") or {}
+    lines.append(f"| ViT + projector, transformers | {f(vit.get('ms_per_tile'), '.3f')} ms/tile (batch "
+                 f"{vit.get('tiles', '?')}) |")
+    lines.append(f"| Pillow preprocessing in the transformers e2e loop (1 core, decode included) | "
+                 f"{f((ref.get('e2e') or {}).get('preprocess_ms_per_image'))} ms/image |")
+    lines.append(f"| GPU memory: transformers peak allocated | {f((ref.get('e2e') or {}).get('peak_gpu_mem_gb'))} GB "
+                 f"(weights {f(ref.get('weights_gpu_mem_gb'))} GB) |")
+    for name, run in sorted(data["fovea"].items()):
+        lines.append(f"| GPU memory: Fovea {name} (nvidia-smi peak, whole device) | "
+                     f"{f(run.get('peak_gpu_mem_gb'))} GB |")
+    bf = gemm.get("bf16_prefill_tflops")
+    f8 = gemm.get("fp8_prefill_tflops")
+    lines.append(f"| GEMM bf16 / FP8 at prefill shapes (M=8192) | "
+                 f"{'-'.join(f(x, '.0f') for x in bf) if bf else 'n/a'} / "
+                 f"{'-'.join(f(x, '.0f') for x in f8) if f8 else 'n/a'} TFLOP/s |")
+    steps = data.get("steps") or {}
+    if steps:
+        lines += ["", "Steps: " + ", ".join(f"{k} {v.get('status')} ({v.get('seconds', 0):.0f} s)"
+                                            for k, v in steps.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(data, out_dir, stem):
+    os.makedirs(out_dir, exist_ok=True)
+    text = render(data)
+    with open(os.path.join(out_dir, stem + ".md"), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    common.write_json(os.path.join(out_dir, stem + ".json"), data)
+    return text
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", help="work folder of a run (collects the step JSONs)")
+    p.add_argument("--from-json", help="a report.json that came back from a run")
+    p.add_argument("--out-dir", help="writes report.md and report.json here")
+    p.add_argument("--results-dir", help="also writes <date>-<name>.md/.json here")
+    p.add_argument("--name", default="h200")
+    args = p.parse_args()
+    if bool(args.work) == bool(args.from_json):
+        common.die("give exactly one of --work and --from-json")
+    data = collect(args.work) if args.work else common.read_json(args.from_json)
+    if data is None:
+        common.die(f"cannot read {args.from_json}")
+    data["derived"] = derive(data)
+    text = render(data)
+    if args.out_dir:
+        write_outputs(data, args.out_dir, "report")
+    if args.results_dir:
+        date = ((data.get("env") or {}).get("date") or "undated")[:10]
+        write_outputs(data, args.results_dir, f"{date}-{args.name}")
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main()

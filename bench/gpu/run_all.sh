@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The whole GPU benchmark in one device call (bench/README.md): workload, GEMM peak, random model, Fovea
+# (official and compact tiling), the transformers reference, the comparison, and one table printed last.
+# Builds nothing: the fovea binary is built beforehand and carried (build-gpu/fovea). Every step runs under
+# its own timeout, capped by what is left of the total budget, and a failing step does not stop the others.
+#
+#   bench/gpu/run_all.sh [--requests 200] [--ref-requests 64] [--batch 8] [--fp32-requests 16]
+#                        [--variant internlm2|qwen2] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
+# Steps: env workload gemm model prompt fovea_official reference fovea_compact compare report.
+# Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
+#      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
+#      "fp8", with these options), FOVEA_BENCH_ARGS (when set: also `fovea bench` with these options).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+here=bench/gpu
+requests=200 ref_requests=64 batch=8 fp32_requests=16 variant=internlm2 skip="" budget=540 name=h200 tiny=0
+command_line="bench/gpu/run_all.sh $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requests) requests=$2; shift 2 ;;
+    --ref-requests) ref_requests=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --fp32-requests) fp32_requests=$2; shift 2 ;;
+    --variant) variant=$2; shift 2 ;;
+    --skip) skip=$2; shift 2 ;;
+    --budget) budget=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --tiny) tiny=1; shift ;;
+    *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+OUT=${OUT:-$PWD/out/bench}
+WORK=${WORK:-/tmp/fovea_bench}
+FOVEA=${FOVEA_BIN:-build-gpu/fovea}
+PHOTOS=${PHOTOS:-.carry/photos}
+if [ "$variant" = qwen2 ]; then TOKENIZER=${TOKENIZER:-.carry/tokenizers/qwen2}
+else TOKENIZER=${TOKENIZER:-.carry/tokenizers/internlm2/tokenizer.model}; fi
+device=cuda backend=cuda model_flags="" ref_flags="" gemm_flags=""
+if [ "$tiny" = 1 ]; then  # a CPU rehearsal of the same pipeline at tiny shapes, float32 end to end
+  device=cpu backend=cpu model_flags="--tiny --device cpu --dtype f32" ref_flags="--dtype f32 --vit-tiles 4 --vit-reps 1"
+  gemm_flags="--tiny --device cpu"
+fi
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT" "$WORK"
+rm -f "$WORK"/*.json "$WORK"/*.jsonl "$WORK"/*.npz "$WORK"/*.log
+LOG=$OUT/log.txt
+: > "$LOG"
+start=$(date +%s)
+reserve=25  # seconds kept for compare + report
+steps_json=""
+
+note() { echo "$(date +%H:%M:%S) run_all: $*" | tee -a "$LOG"; }
+
+# step NAME TIMEOUT_S CMD... : runs CMD under min(TIMEOUT_S, budget left), logs, records status and time.
+step() {
+  local step_name=$1 limit=$2; shift 2
+  local status t0 left rc
+  if [[ ",$skip," == *",$step_name,"* ]]; then status=skipped; rc=0
+  else
+    left=$(( budget - ($(date +%s) - start) - reserve ))
+    [ "$step_name" = compare ] || [ "$step_name" = report ] && left=$(( left + reserve ))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 5 ]; then status=no-time; rc=0
+    else
+      note "step $step_name (limit ${limit}s)"
+      t0=$(date +%s)
+      export STEP_DEADLINE=$(( t0 + limit ))
+      timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
+      rc=${PIPESTATUS[0]}
+      case $rc in 0) status=ok ;; 124|137) status=timeout ;; *) status="failed($rc)" ;; esac
+    fi
+  fi
+  local secs=$(( $(date +%s) - ${t0:-$(date +%s)} ))
+  note "step $step_name: $status"
+  steps_json="$steps_json\"$step_name\": {\"status\": \"$status\", \"seconds\": $secs},"
+  printf '{%s}\n' "${steps_json%,}" > "$WORK/steps.json"
+  return 0
+}
+
+fovea_step() {  # fovea_step NAME POLICY LIMIT EXTRA_ARGS
+  step "fovea_$1" "$3" python3 $here/fovea_run.py --fovea "$FOVEA" --model "$WORK/model" --tasks "$WORK/tasks.jsonl" \
+    --output "$WORK/fovea_$1.jsonl" --summary "$WORK/fovea_$1.json" --log "$WORK/fovea_$1.log" --name "$1" \
+    --backend $backend --policy "$2" --extra-args "${FOVEA_RUN_ARGS:-} $4" --timeout $(( $3 - 15 ))
+}
+
+note "work $WORK, out $OUT, fovea $FOVEA, variant $variant, requests $requests, budget ${budget}s"
+step env 30 python3 $here/env_info.py "$WORK/env.json" "$command_line" "$FOVEA"
+step workload 60 python3 $here/workload.py --photos "$PHOTOS" --out "$WORK" --requests "$requests"
+step gemm 60 python3 $here/gemm_peak.py --out "$WORK/gemm.json" $gemm_flags
+step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$variant" --tokenizer "$TOKENIZER" $model_flags
+cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
+step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
+  --out "$WORK/prompt.json"
+fovea_step official official 180 ""
+step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WORK" --out "$WORK/ref.json" \
+  --logits "$WORK/ref_logits.npz" --requests "$ref_requests" --batch "$batch" --device $device \
+  --fp32-requests "$fp32_requests" $ref_flags
+fovea_step compact compact 120 ""
+runs="official:official,compact:compact"
+if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
+  fovea_step fp8 official 120 "$FOVEA_FP8_ARGS"
+  runs="$runs,fp8:official"
+fi
+if [ -n "${FOVEA_BENCH_ARGS:-}" ]; then
+  step fovea_bench 120 "$FOVEA" bench $FOVEA_BENCH_ARGS
+fi
+step compare 20 python3 $here/compare.py --work "$WORK" --runs "$runs" --out "$WORK/compare.json"
+step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name" > "$WORK/table.txt"
+(cd "$WORK" && tar czf "$OUT/artifacts.tar.gz" --ignore-failed-read ./*.json ./*.jsonl ./*.log ./*.txt \
+  model/config.json model/model.json 2>/dev/null)
+note "done in $(( $(date +%s) - start ))s; results in $OUT (report.md, report.json, log.txt, artifacts.tar.gz)"
+echo
+cat "$WORK/table.txt" 2>/dev/null || echo "no table: see $LOG"
