@@ -1,0 +1,28 @@
+// load_model: config -> ModelDesc, safetensors -> canonical host tensors (zero-copy where no layout change).
+#include "model/model_desc.h"
+#include "model/safetensors.h"
+#include "model/weight_map.h"
+
+namespace fovea {
+
+const Tensor& ModelWeights::get(const std::string& name) const {
+  const auto it = tensors.find(name);
+  FOVEA_CHECK(it != tensors.end(), "model has no weight ", name);
+  return it->second;
+}
+
+LoadedModel load_model(const std::string& dir) {
+  LoadedModel model;
+  model.desc = load_model_desc(dir);
+  const SafetensorsSet set(dir);
+  map_vision_weights(set, model.desc, &model.weights);
+  map_projector_weights(set, model.desc, &model.weights);
+  map_llm_weights(set, model.desc, &model.weights);
+  // A checkpoint that stores lm_head is not tied, whatever the flags say; the runtime reads this field.
+  model.desc.llm.tie_embeddings =
+      model.weights.get("llm.lm_head").data == model.weights.get("llm.embed").data;
+  model.weights.keep_alive = set.keep_alive();
+  return model;
+}
+
+}  // namespace fovea

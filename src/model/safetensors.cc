@@ -1,0 +1,239 @@
+#include "model/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace fovea {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+
+struct FileMapping {
+  void* addr = nullptr;
+  size_t size = 0;
+};
+
+// Maps the whole file read-only; the returned pointer owns the mapping.
+std::shared_ptr<FileMapping> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  FOVEA_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    FOVEA_FAIL("cannot stat ", path, ": ", std::strerror(err));
+  }
+  auto mapping = std::shared_ptr<FileMapping>(new FileMapping, [](FileMapping* m) {
+    if (m->addr) ::munmap(m->addr, m->size);
+    delete m;
+  });
+  mapping->size = size_t(st.st_size);
+  if (mapping->size > 0) {
+    void* addr = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    FOVEA_CHECK(addr != MAP_FAILED, "cannot mmap ", path, ": ", std::strerror(err));
+    mapping->addr = addr;
+  } else {
+    ::close(fd);
+  }
+  return mapping;
+}
+
+uint64_t read_le64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  auto mapping = map_file(path);
+  mapping_ = mapping;
+  const auto* bytes = static_cast<const unsigned char*>(mapping->addr);
+  FOVEA_CHECK(mapping->size >= 8, path, ": truncated safetensors file (", mapping->size, " bytes, no header length)");
+  const uint64_t header_size = read_le64(bytes);
+  FOVEA_CHECK(header_size <= kMaxHeaderBytes && header_size <= mapping->size - 8, path, ": header length ",
+              header_size, " runs past the end of the file (", mapping->size, " bytes): truncated or not safetensors");
+  data_ = reinterpret_cast<const char*>(bytes) + 8 + header_size;
+  parse_header(reinterpret_cast<const char*>(bytes) + 8, size_t(header_size), mapping->size - 8 - header_size);
+}
+
+void SafetensorsFile::parse_header(const char* text, size_t size, size_t data_size) {
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(text, text + size);
+  } catch (const nlohmann::json::exception& e) {
+    FOVEA_FAIL(path_, ": bad JSON header: ", e.what());
+  }
+  FOVEA_CHECK(header.is_object(), path_, ": the header is not a JSON object");
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      FOVEA_CHECK(info.is_object(), path_, ": __metadata__ is not an object");
+      for (const auto& [k, v] : info.items())
+        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      continue;
+    }
+    const std::string where = str(path_, ": tensor ", name);
+    FOVEA_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
+                    info.contains("data_offsets"),
+                where, ": needs dtype, shape and data_offsets");
+    Entry e{};
+    FOVEA_CHECK(info["dtype"].is_string() && dtype_from_name(info["dtype"].get<std::string>(), &e.dtype), where,
+                ": unknown dtype ", info["dtype"].dump());
+    const auto& shape = info["shape"];
+    FOVEA_CHECK(shape.is_array(), where, ": shape is not an array");
+    uint64_t numel = 1;
+    for (const auto& d : shape) {
+      FOVEA_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
+                  ": bad dimension ", d.dump());
+      const uint64_t dim = d.get<uint64_t>();
+      FOVEA_CHECK(dim == 0 || numel <= (uint64_t(1) << 62) / dim, where, ": shape too large");
+      numel *= dim;
+      e.shape.push_back(int64_t(dim));
+    }
+    const auto& offsets = info["data_offsets"];
+    FOVEA_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
+                    offsets[1].is_number_unsigned(),
+                where, ": data_offsets must be two non-negative integers");
+    e.begin = offsets[0].get<size_t>();
+    e.end = offsets[1].get<size_t>();
+    FOVEA_CHECK(e.begin <= e.end && e.end <= data_size, where, ": data_offsets [", e.begin, ", ", e.end,
+                ") run past the end of the data (", data_size, " bytes): truncated file?");
+    FOVEA_CHECK(e.end - e.begin == numel * dtype_size(e.dtype), where, ": data_offsets hold ", e.end - e.begin,
+                " bytes but shape ", shape_str(e.shape), " x ", dtype_name(e.dtype), " needs ",
+                numel * dtype_size(e.dtype));
+    entries_.emplace(name, std::move(e));
+  }
+  // Overlap check: sorted by start, each non-empty tensor must begin at or after the previous one's end.
+  std::vector<std::pair<const std::string*, const Entry*>> by_offset;
+  for (const auto& [name, e] : entries_)
+    if (e.end > e.begin) by_offset.emplace_back(&name, &e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    FOVEA_CHECK(by_offset[i].second->begin >= by_offset[i - 1].second->end, path_, ": tensor ",
+                *by_offset[i].first, " overlaps tensor ", *by_offset[i - 1].first, " in the data section");
+  }
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : entries_) out.push_back(name);
+  return out;
+}
+
+Tensor SafetensorsFile::tensor(const std::string& name) const {
+  const auto it = entries_.find(name);
+  FOVEA_CHECK(it != entries_.end(), path_, ": no tensor ", name);
+  const Entry& e = it->second;
+  Tensor t;
+  t.dtype = e.dtype;
+  t.device = Device::CPU;
+  t.shape = e.shape;
+  const char* p = data_ + e.begin;
+  if (reinterpret_cast<uintptr_t>(p) % dtype_size(e.dtype) == 0) {
+    t.data = const_cast<char*>(p);  // read-only mapping: kernels only read weights
+    t.owner = mapping_;
+    return t;
+  }
+  // Writers pad the header to 8 bytes; a file that does not gets its misaligned tensors copied.
+  Tensor copy = Tensor::host(e.dtype, e.shape);
+  std::memcpy(copy.data, p, e.end - e.begin);
+  return copy;
+}
+
+SafetensorsSet::SafetensorsSet(const std::string& dir) : dir_(dir) {
+  FOVEA_CHECK(fs::is_directory(dir), "model directory ", dir, " does not exist");
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    nlohmann::json json;
+    try {
+      std::ifstream in(index);
+      json = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      FOVEA_FAIL(index.string(), ": bad JSON: ", e.what());
+    }
+    FOVEA_CHECK(json.contains("weight_map") && json["weight_map"].is_object(), index.string(),
+                ": no weight_map object");
+    std::map<std::string, std::string> wanted;  // tensor -> shard
+    for (const auto& [name, shard] : json["weight_map"].items()) {
+      FOVEA_CHECK(shard.is_string(), index.string(), ": weight_map entry for ", name, " is not a file name");
+      wanted[name] = shard.get<std::string>();
+    }
+    std::vector<std::string> shards;
+    for (const auto& [name, shard] : wanted)
+      if (std::find(shards.begin(), shards.end(), shard) == shards.end()) shards.push_back(shard);
+    for (const auto& shard : shards) add_file((fs::path(dir) / shard).string());
+    for (const auto& [name, shard] : wanted) {
+      FOVEA_CHECK(has(name), index.string(), ": tensor ", name, " is listed in shard ", shard,
+                  " but that file does not hold it");
+    }
+    return;
+  }
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::exists(single)) {
+    add_file(single.string());
+    return;
+  }
+  std::vector<std::string> paths;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.path().extension() == ".safetensors") paths.push_back(entry.path().string());
+  std::sort(paths.begin(), paths.end());
+  FOVEA_CHECK(!paths.empty(), dir, ": no model.safetensors, model.safetensors.index.json or *.safetensors");
+  for (const auto& p : paths) add_file(p);
+}
+
+void SafetensorsSet::add_file(const std::string& path) {
+  auto file = std::make_shared<SafetensorsFile>(path);
+  files_.push_back(file);
+  for (const auto& name : file->names()) {
+    const auto [it, inserted] = owner_.emplace(name, files_.size() - 1);
+    FOVEA_CHECK(inserted, "tensor ", name, " is in both ", files_[it->second]->path(), " and ", path);
+  }
+}
+
+std::string SafetensorsSet::describe() const {
+  if (files_.size() == 1) return files_[0]->path();
+  return str(dir_, " (", files_.size(), " safetensors files)");
+}
+
+Tensor SafetensorsSet::get(const std::string& name) const {
+  const auto it = owner_.find(name);
+  FOVEA_CHECK(it != owner_.end(), describe(), ": missing tensor ", name);
+  return files_[it->second]->tensor(name);
+}
+
+Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const {
+  Tensor t = get(name);
+  FOVEA_CHECK(t.shape == expected, file_of(name), ": tensor ", name, " has shape ", shape_str(t.shape),
+              ", the config needs ", shape_str(expected));
+  return t;
+}
+
+std::string SafetensorsSet::file_of(const std::string& name) const {
+  const auto it = owner_.find(name);
+  return it == owner_.end() ? "" : files_[it->second]->path();
+}
+
+std::vector<std::string> SafetensorsSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, i] : owner_) out.push_back(name);
+  return out;
+}
+
+std::vector<std::shared_ptr<void>> SafetensorsSet::keep_alive() const {
+  return std::vector<std::shared_ptr<void>>(files_.begin(), files_.end());
+}
+
+}  // namespace fovea

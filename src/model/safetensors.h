@@ -1,0 +1,64 @@
+// Reading safetensors checkpoints: one file (mmapped, tensors are zero-copy views that keep the mapping alive)
+// or a sharded checkpoint through model.safetensors.index.json. The whole header is validated when a file is
+// opened (dtype, shape, offsets inside the data section, size = shape x dtype, no overlap), so a bad file fails
+// at load time with the file and tensor named, never later inside a kernel.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace fovea {
+
+class SafetensorsFile {
+ public:
+  // Maps `path` and validates its header; throws fovea::Error naming the file (and the tensor) on bad input.
+  explicit SafetensorsFile(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  bool has(const std::string& name) const { return entries_.count(name) != 0; }
+  std::vector<std::string> names() const;
+  // A host tensor pointing into the mapping (copied only if the data is misaligned for its dtype).
+  Tensor tensor(const std::string& name) const;
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+ private:
+  struct Entry {
+    DType dtype;
+    Shape shape;
+    size_t begin, end;  // offsets within the data section
+  };
+  void parse_header(const char* text, size_t size, size_t data_size);
+  std::string path_;
+  std::shared_ptr<void> mapping_;  // munmaps when the last tensor view goes
+  const char* data_ = nullptr;     // start of the data section
+  std::map<std::string, Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// All tensors of a checkpoint directory: model.safetensors.index.json (sharded) if present, else
+// model.safetensors, else every *.safetensors in the directory. A tensor named twice is an error.
+class SafetensorsSet {
+ public:
+  explicit SafetensorsSet(const std::string& dir);
+
+  bool has(const std::string& name) const { return owner_.count(name) != 0; }
+  // Throws naming the tensor and the file(s) it should have been in.
+  Tensor get(const std::string& name) const;
+  // get() plus a shape check whose error names the file and the tensor.
+  Tensor get(const std::string& name, const Shape& expected) const;
+  std::string file_of(const std::string& name) const;  // the file holding the tensor ("" when absent)
+  std::vector<std::string> names() const;
+  std::string describe() const;  // the file(s), for error messages
+  std::vector<std::shared_ptr<void>> keep_alive() const;
+
+ private:
+  void add_file(const std::string& path);
+  std::string dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> owner_;  // tensor name -> index in files_
+};
+
+}  // namespace fovea

@@ -1,0 +1,26 @@
+// Checkpoint tensors -> the canonical names of model_desc.h, for both formats. Internal to src/model.
+#pragma once
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "model/model_desc.h"
+#include "model/safetensors.h"
+
+namespace fovea {
+
+// The first of `names` the checkpoint holds, else the first one (so a missing-tensor error names it).
+std::string pick_name(const SafetensorsSet& set, std::initializer_list<std::string> names);
+
+// Rows of `parts` stacked into a new host tensor; parts must share dtype and the trailing dims.
+Tensor concat_rows(const std::vector<Tensor>& parts, const std::string& what);
+
+// InternLM2's wqkv rows are grouped per KV head: for each group g, [q heads of g | k_g | v_g] x head_dim rows.
+// Returns a copy with rows [all q heads | all k heads | all v heads] (what transformers' converter produces).
+Tensor regroup_internlm2_wqkv(const Tensor& wqkv, const LlmConfig& llm);
+
+void map_vision_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
+void map_projector_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
+void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
+
+}  // namespace fovea

@@ -1,0 +1,87 @@
+// Language-model weights -> canonical names. InternLM2 (original format): tok_embeddings, attention.wqkv
+// (regrouped), attention.wo, feed_forward.w1/w3/w2 (gate/up/down), attention_norm, ffn_norm, output.
+// Llama/Qwen2 (both formats): embed_tokens, self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+// input_layernorm, post_attention_layernorm, lm_head. q/k/v and gate/up are fused here, once.
+#include "model/weight_map.h"
+
+namespace fovea {
+namespace {
+
+void put(ModelWeights* out, const std::string& name, Tensor t) { out->tensors[name] = std::move(t); }
+
+std::string llm_prefix(const SafetensorsSet& set) {
+  for (const char* p : {"language_model.model.", "model.language_model."}) {
+    for (const char* probe : {"embed_tokens.weight", "tok_embeddings.weight"})
+      if (set.has(std::string(p) + probe)) return p;
+  }
+  return "language_model.model.";
+}
+
+void map_internlm2_layer(const SafetensorsSet& set, const LlmConfig& l, const std::string& base, ModelWeights* out,
+                         const std::string& dst) {
+  const int64_t h = l.hidden, d = l.head_dim, f = l.ffn;
+  const int64_t qkv_rows = int64_t(l.heads + 2 * l.kv_heads) * d;
+  put(out, dst + "qkv.weight", regroup_internlm2_wqkv(set.get(base + "attention.wqkv.weight", {qkv_rows, h}), l));
+  put(out, dst + "o.weight", set.get(base + "attention.wo.weight", {h, l.heads * d}));
+  put(out, dst + "attn_norm", set.get(base + "attention_norm.weight", {h}));
+  put(out, dst + "ffn_norm", set.get(base + "ffn_norm.weight", {h}));
+  put(out, dst + "gate_up.weight", concat_rows({set.get(base + "feed_forward.w1.weight", {f, h}),
+                                                set.get(base + "feed_forward.w3.weight", {f, h})},
+                                               base + "feed_forward.w1/w3"));
+  put(out, dst + "down.weight", set.get(base + "feed_forward.w2.weight", {h, f}));
+}
+
+void map_llama_layer(const SafetensorsSet& set, const LlmConfig& l, const std::string& base, ModelWeights* out,
+                     const std::string& dst) {
+  const int64_t h = l.hidden, d = l.head_dim, f = l.ffn;
+  const int64_t q = int64_t(l.heads) * d, kv = int64_t(l.kv_heads) * d;
+  const std::string attn = base + "self_attn.";
+  put(out, dst + "qkv.weight",
+      concat_rows({set.get(attn + "q_proj.weight", {q, h}), set.get(attn + "k_proj.weight", {kv, h}),
+                   set.get(attn + "v_proj.weight", {kv, h})},
+                  attn + "{q,k,v}_proj.weight"));
+  if (l.qkv_bias) {
+    put(out, dst + "qkv.bias",
+        concat_rows({set.get(attn + "q_proj.bias", {q}), set.get(attn + "k_proj.bias", {kv}),
+                     set.get(attn + "v_proj.bias", {kv})},
+                    attn + "{q,k,v}_proj.bias"));
+  }
+  put(out, dst + "o.weight", set.get(attn + "o_proj.weight", {h, q}));
+  put(out, dst + "attn_norm", set.get(base + "input_layernorm.weight", {h}));
+  put(out, dst + "ffn_norm", set.get(base + "post_attention_layernorm.weight", {h}));
+  put(out, dst + "gate_up.weight", concat_rows({set.get(base + "mlp.gate_proj.weight", {f, h}),
+                                                set.get(base + "mlp.up_proj.weight", {f, h})},
+                                               base + "mlp.{gate,up}_proj.weight"));
+  put(out, dst + "down.weight", set.get(base + "mlp.down_proj.weight", {h, f}));
+}
+
+}  // namespace
+
+void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out) {
+  const LlmConfig& l = desc.llm;
+  const bool internlm2 = l.arch == LlmArch::InternLM2;
+  const std::string prefix = llm_prefix(set);
+  const Shape table{l.vocab, l.hidden};
+  put(out, "llm.embed", set.get(prefix + (internlm2 ? "tok_embeddings.weight" : "embed_tokens.weight"), table));
+  for (int layer = 0; layer < l.layers; ++layer) {
+    const std::string base = prefix + "layers." + std::to_string(layer) + ".";
+    const std::string dst = "llm." + std::to_string(layer) + ".";
+    if (internlm2) {
+      map_internlm2_layer(set, l, base, out, dst);
+    } else {
+      map_llama_layer(set, l, base, out, dst);
+    }
+  }
+  put(out, "llm.norm", set.get(prefix + "norm.weight", {l.hidden}));
+  const std::string head = internlm2 ? "language_model.output.weight"
+                                     : pick_name(set, {"language_model.lm_head.weight", "lm_head.weight"});
+  if (set.has(head)) {
+    put(out, "llm.lm_head", set.get(head, table));
+  } else {
+    FOVEA_CHECK(l.tie_embeddings, set.describe(), ": missing tensor ", head,
+                " (and the config does not tie the embeddings)");
+    put(out, "llm.lm_head", out->tensors.at("llm.embed"));  // same handle, no copy
+  }
+}
+
+}  // namespace fovea

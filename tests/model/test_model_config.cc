@@ -1,0 +1,101 @@
+// config.json parsing: each unsupported setting is rejected with an error naming the key.
+#include <gtest/gtest.h>
+
+#include "model/model_desc.h"
+#include "test_util.h"
+
+namespace fovea {
+namespace {
+
+using test::ScratchDir;
+
+// Copies the json files of golden model `src` (e.g. "internlm2/original"), replaces `from` by `to` in its
+// config.json (which must occur), and returns the error load_model_desc throws ("" when none).
+std::string desc_error(const std::string& src, const std::string& from, const std::string& to) {
+  ScratchDir dir("config");
+  for (const char* f : {"config.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(test::golden_dir() + "/" + src + "/" + f, dir.file(f));
+  test::edit_config(dir.path().string(), [&](std::string& text) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  });
+  try {
+    load_model_desc(dir.path().string());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_rejected(const std::string& src, const std::string& from, const std::string& to,
+                     const std::string& mention) {
+  const std::string message = desc_error(src, from, to);
+  ASSERT_FALSE(message.empty()) << "accepted: " << to;
+  EXPECT_NE(message.find(mention), std::string::npos) << message;
+  EXPECT_NE(message.find("config.json"), std::string::npos) << message;
+}
+
+TEST(ModelConfig, UnchangedGoldenConfigsAreAccepted) {
+  EXPECT_EQ(desc_error("internlm2/original", "\"select_layer\": -1", "\"select_layer\": -1"), "");
+  EXPECT_EQ(desc_error("qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": false"), "");
+}
+
+TEST(ModelConfig, RejectsOtherSelectLayer) {
+  expect_rejected("internlm2/original", "\"select_layer\": -1", "\"select_layer\": -4", "select_layer");
+}
+
+TEST(ModelConfig, RejectsQkNorm) {
+  expect_rejected("internlm2/original", "\"qk_normalization\": false", "\"qk_normalization\": true",
+                  "qk_normalization");
+  expect_rejected("qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": true", "use_qk_norm");
+}
+
+TEST(ModelConfig, RejectsUnknownArchitectures) {
+  expect_rejected("internlm2/original", "InternLM2ForCausalLM", "MixtralForCausalLM", "unknown architecture");
+  expect_rejected("internlm2/original", "\"model_type\": \"internvl_chat\"", "\"model_type\": \"llava\"",
+                  "unknown architecture");
+  expect_rejected("qwen2/hf", "\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"", "unknown architecture");
+}
+
+TEST(ModelConfig, RejectsOtherPixelShuffleTemplateAndNorm) {
+  expect_rejected("internlm2/original", "\"ps_version\": \"v2\"", "\"ps_version\": \"v1\"", "ps_version");
+  expect_rejected("internlm2/original", "\"template\": \"internlm2-chat\"", "\"template\": \"phi3-chat\"",
+                  "phi3-chat");
+  expect_rejected("internlm2/original", "\"norm_type\": \"layer_norm\"", "\"norm_type\": \"rms_norm\"",
+                  "norm_type");
+  expect_rejected("qwen2/hf", "\"vision_feature_layer\": -1", "\"vision_feature_layer\": -2",
+                  "vision_feature_layer");
+}
+
+TEST(ModelConfig, RejectsInconsistentSizes) {
+  expect_rejected("internlm2/original", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4",
+                  "num_key_value_heads");
+  expect_rejected("internlm2/original", "\"downsample_ratio\": 0.5", "\"downsample_ratio\": 0.25",
+                  "downsample_ratio");
+}
+
+TEST(ModelConfig, RejectsBadJsonAndMissingFields) {
+  expect_rejected("internlm2/original", "\"template\"", "\"template\" ,,", "bad JSON");
+  expect_rejected("qwen2/hf", "\"hidden_size\": 80", "\"hidden_sizes\": 80", "hidden_size");
+}
+
+TEST(ModelConfig, SpecialTokensOutsideVocabAreRejected) {
+  // With vocab 300 the InternLM2 ids (302, 303, 304) from tokenizer_config.json fall outside.
+  const std::string message = desc_error("internlm2/original", "\"vocab_size\": 310", "\"vocab_size\": 300");
+  EXPECT_NE(message.find("outside the vocabulary"), std::string::npos) << message;
+  EXPECT_NE(message.find("<img>"), std::string::npos) << message;
+}
+
+TEST(ModelConfig, MissingDirectoryOrConfig) {
+  ScratchDir dir("noconfig");
+  try {
+    load_model_desc(dir.path().string());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fovea

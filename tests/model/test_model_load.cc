@@ -1,0 +1,272 @@
+// load_model on the golden checkpoints (both formats, both LLM families), sharded checkpoints, broken
+// checkpoints, and the demo model round trip.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "model/demo_model.h"
+#include "model/model_desc.h"
+#include "model/safetensors.h"
+#include "model/weight_map.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fovea {
+namespace {
+
+using test::golden_dir;
+using test::ScratchDir;
+
+std::string error_of(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
+}
+
+void expect_identical_weights(const ModelWeights& a, const ModelWeights& b) {
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.has(name)) << name;
+    EXPECT_TRUE(same_bytes(t, b.get(name))) << name << " differs: " << shape_str(t.shape) << " vs "
+                                            << shape_str(b.get(name).shape);
+  }
+}
+
+// The names model_desc.h promises, for a desc.
+std::vector<std::string> canonical_names(const ModelDesc& d) {
+  std::vector<std::string> names = {"vit.patch.weight", "vit.patch.bias", "vit.cls", "vit.pos", "proj.norm.weight",
+                                    "proj.norm.bias", "proj.fc1.weight", "proj.fc1.bias", "proj.fc2.weight",
+                                    "proj.fc2.bias", "llm.embed", "llm.norm", "llm.lm_head"};
+  for (int l = 0; l < d.vision.layers; ++l) {
+    for (const char* n : {"norm1.weight", "norm1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias", "ls1",
+                          "norm2.weight", "norm2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "ls2"})
+      names.push_back("vit." + std::to_string(l) + "." + n);
+  }
+  for (int l = 0; l < d.llm.layers; ++l) {
+    for (const char* n : {"attn_norm", "qkv.weight", "o.weight", "ffn_norm", "gate_up.weight", "down.weight"})
+      names.push_back("llm." + std::to_string(l) + "." + n);
+    if (d.llm.qkv_bias) names.push_back("llm." + std::to_string(l) + ".qkv.bias");
+  }
+  return names;
+}
+
+TEST(GoldenLoad, InternLM2OriginalEqualsLlamaHf) {
+  const LoadedModel orig = load_model(golden_dir() + "/internlm2/original");
+  const LoadedModel hf = load_model(golden_dir() + "/internlm2/hf");
+  EXPECT_EQ(orig.desc.format, CheckpointFormat::InternVLChat);
+  EXPECT_EQ(hf.desc.format, CheckpointFormat::HfInternVL);
+  EXPECT_EQ(orig.desc.llm.arch, LlmArch::InternLM2);
+  EXPECT_EQ(hf.desc.llm.arch, LlmArch::Llama);
+  expect_identical_weights(orig.weights, hf.weights);
+  EXPECT_EQ(orig.weights.tensors.size(), canonical_names(orig.desc).size());
+  for (const auto& name : canonical_names(orig.desc)) EXPECT_TRUE(orig.weights.has(name)) << name;
+  // Not tied: a separate output matrix.
+  EXPECT_FALSE(orig.desc.llm.tie_embeddings);
+  EXPECT_NE(orig.weights.get("llm.lm_head").data, orig.weights.get("llm.embed").data);
+}
+
+TEST(GoldenLoad, Qwen2OriginalEqualsHfAndTiesEmbeddings) {
+  const LoadedModel orig = load_model(golden_dir() + "/qwen2/original");
+  const LoadedModel hf = load_model(golden_dir() + "/qwen2/hf");
+  EXPECT_EQ(orig.desc.llm.arch, LlmArch::Qwen2);
+  EXPECT_EQ(hf.desc.llm.arch, LlmArch::Qwen2);
+  expect_identical_weights(orig.weights, hf.weights);
+  for (const auto& name : canonical_names(orig.desc)) EXPECT_TRUE(orig.weights.has(name)) << name;
+  EXPECT_TRUE(orig.desc.llm.tie_embeddings);
+  EXPECT_EQ(orig.weights.get("llm.lm_head").data, orig.weights.get("llm.embed").data);
+  EXPECT_EQ(orig.weights.get("llm.0.qkv.bias").shape, Shape{(5 + 2) * 16});
+}
+
+TEST(GoldenLoad, CanonicalLayoutMatchesTheHfTensors) {
+  // Independent of the loader's own mapping: read the -hf file directly and check the fused layouts.
+  const LoadedModel m = load_model(golden_dir() + "/internlm2/original");
+  const SafetensorsFile hf(golden_dir() + "/internlm2/hf/model.safetensors");
+  const std::string attn = "language_model.model.layers.1.self_attn.";
+  const Tensor qkv = m.weights.get("llm.1.qkv.weight");
+  ASSERT_EQ(qkv.shape, (Shape{(6 + 2 * 2) * 12, 72}));
+  EXPECT_TRUE(same_bytes(qkv.rows(0, 72), hf.tensor(attn + "q_proj.weight")));
+  EXPECT_TRUE(same_bytes(qkv.rows(72, 96), hf.tensor(attn + "k_proj.weight")));
+  EXPECT_TRUE(same_bytes(qkv.rows(96, 120), hf.tensor(attn + "v_proj.weight")));
+  const Tensor gate_up = m.weights.get("llm.0.gate_up.weight");
+  EXPECT_TRUE(same_bytes(gate_up.rows(0, 200), hf.tensor("language_model.model.layers.0.mlp.gate_proj.weight")));
+  EXPECT_TRUE(same_bytes(gate_up.rows(200, 400), hf.tensor("language_model.model.layers.0.mlp.up_proj.weight")));
+  const Tensor patch = hf.tensor("vision_tower.embeddings.patch_embeddings.projection.weight");
+  EXPECT_EQ(m.weights.get("vit.patch.weight").shape, (Shape{48, 3 * 14 * 14}));
+  EXPECT_EQ(std::memcmp(m.weights.get("vit.patch.weight").data, patch.data, patch.nbytes()), 0);
+  EXPECT_EQ(m.weights.get("vit.pos").shape, (Shape{1025, 48}));
+  EXPECT_EQ(m.weights.get("vit.cls").shape, Shape{48});
+  const Tensor vit_qkv = m.weights.get("vit.1.qkv.bias");
+  EXPECT_TRUE(same_bytes(vit_qkv.rows(48, 96), hf.tensor("vision_tower.encoder.layer.1.attention.k_proj.bias")));
+}
+
+TEST(GoldenLoad, DescFieldsAndSpecialTokens) {
+  const ModelDesc a = load_model_desc(golden_dir() + "/internlm2/original");
+  EXPECT_EQ(a.vision.hidden, 48);
+  EXPECT_EQ(a.vision.layers, 2);
+  EXPECT_EQ(a.vision.heads, 3);
+  EXPECT_EQ(a.vision.mlp, 100);
+  EXPECT_EQ(a.vision.tokens(), 1025);
+  EXPECT_EQ(a.llm.hidden, 72);
+  EXPECT_EQ(a.llm.heads, 6);
+  EXPECT_EQ(a.llm.kv_heads, 2);
+  EXPECT_EQ(a.llm.head_dim, 12);
+  EXPECT_EQ(a.llm.ffn, 200);
+  EXPECT_EQ(a.llm.vocab, 310);
+  EXPECT_FLOAT_EQ(a.llm.rope_theta, 1e6f);
+  EXPECT_FLOAT_EQ(a.llm.rms_eps, 1e-5f);
+  EXPECT_EQ(a.chat_template, ChatTemplateKind::InternLM2Chat);
+  EXPECT_EQ(a.max_dynamic_tiles, 12);
+  EXPECT_TRUE(a.use_thumbnail);
+  EXPECT_EQ(a.image_token_id, 304);
+  EXPECT_EQ(a.img_start_id, 302);
+  EXPECT_EQ(a.img_end_id, 303);
+  EXPECT_EQ(a.bos_id, 1);
+  EXPECT_EQ(a.eos_ids, (std::vector<int>{300, 2}));
+
+  const ModelDesc b = load_model_desc(golden_dir() + "/internlm2/hf");
+  EXPECT_EQ(b.image_token_id, 304);
+  EXPECT_EQ(b.eos_ids, a.eos_ids);
+  EXPECT_EQ(b.chat_template, ChatTemplateKind::InternVL2_5);
+
+  const ModelDesc q = load_model_desc(golden_dir() + "/qwen2/original");
+  EXPECT_TRUE(q.llm.qkv_bias);
+  EXPECT_EQ(q.chat_template, ChatTemplateKind::Hermes2);
+  EXPECT_EQ(q.image_token_id, 285);
+  EXPECT_EQ(q.img_start_id, 283);
+  EXPECT_EQ(q.bos_id, -1);
+  EXPECT_EQ(q.eos_ids, (std::vector<int>{282, 280}));
+  const ModelDesc qh = load_model_desc(golden_dir() + "/qwen2/hf");
+  EXPECT_EQ(qh.image_token_id, 285);
+  EXPECT_EQ(qh.eos_ids, q.eos_ids);
+}
+
+TEST(GoldenLoad, ShardedCheckpointLoadsTheSame) {
+  ScratchDir dir("shards");
+  const std::string src = golden_dir() + "/internlm2/original";
+  test::copy_checkpoint(src, dir.path().string(), [](std::vector<NamedTensor>&) {});
+  const SafetensorsFile all(dir.file("model.safetensors"));
+  std::vector<NamedTensor> first, second;
+  std::string weight_map;
+  for (const auto& name : all.names()) {
+    const bool vision = name.rfind("vision_model.", 0) == 0;
+    (vision ? first : second).push_back({name, all.tensor(name)});
+    weight_map += (weight_map.empty() ? "" : ",") + std::string("\"") + name + "\":\"" +
+                  (vision ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors") + "\"";
+  }
+  write_safetensors(dir.file("model-00001-of-00002.safetensors"), first);
+  write_safetensors(dir.file("model-00002-of-00002.safetensors"), second);
+  test::write_bytes(dir.file("model.safetensors.index.json"), "{\"weight_map\":{" + weight_map + "}}");
+  std::filesystem::remove(dir.file("model.safetensors"));
+  expect_identical_weights(load_model(dir.path().string()).weights, load_model(src).weights);
+}
+
+TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
+  ScratchDir dir("missing");
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
+    std::erase_if(tensors, [](const NamedTensor& t) { return t.name == "language_model.model.layers.1.ffn_norm.weight"; });
+  });
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("language_model.model.layers.1.ffn_norm.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir.file("model.safetensors")), std::string::npos) << message;
+}
+
+TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
+  ScratchDir dir("shape");
+  test::copy_checkpoint(golden_dir() + "/qwen2/original", dir.path().string(), [](auto& tensors) {
+    for (auto& t : tensors)
+      if (t.name == "vision_model.encoder.layers.0.mlp.fc1.weight") t.tensor = t.tensor.view({50, 96});
+  });
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("vision_model.encoder.layers.0.mlp.fc1.weight"), std::string::npos) << message;
+  EXPECT_NE(message.find(dir.file("model.safetensors")), std::string::npos) << message;
+  EXPECT_NE(message.find("[50, 96]"), std::string::npos) << message;
+}
+
+TEST(BadCheckpoint, UntiedModelWithoutLmHead) {
+  ScratchDir dir("nohead");
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
+    std::erase_if(tensors, [](const NamedTensor& t) { return t.name == "language_model.output.weight"; });
+  });
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("language_model.output.weight"), std::string::npos) << message;
+}
+
+TEST(WeightMap, RegroupsInternLM2Wqkv) {
+  LlmConfig l;
+  l.heads = 4, l.kv_heads = 2, l.head_dim = 1, l.hidden = 1;
+  // Rows grouped per KV head: [q0 q1 k0 v0 | q2 q3 k1 v1], one row per head (head_dim 1).
+  Tensor wqkv = Tensor::host(DType::F32, {8, 1});
+  const float grouped[] = {0, 1, 10, 20, 2, 3, 11, 21};
+  std::memcpy(wqkv.data, grouped, sizeof grouped);
+  const Tensor out = regroup_internlm2_wqkv(wqkv, l);
+  const float expected[] = {0, 1, 2, 3, 10, 11, 20, 21};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out.ptr<float>()[i], expected[i]) << i;
+}
+
+TEST(DemoModel, WritesAndLoadsBack) {
+  ScratchDir dir("demo");
+  write_demo_model(dir.path().string(), 0);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json", "README.txt"})
+    EXPECT_TRUE(std::filesystem::exists(dir.file(f))) << f;
+  const LoadedModel m = load_model(dir.path().string());
+  const ModelDesc& d = m.desc;
+  EXPECT_EQ(d.format, CheckpointFormat::InternVLChat);
+  EXPECT_EQ(d.llm.arch, LlmArch::InternLM2);
+  EXPECT_EQ(d.chat_template, ChatTemplateKind::InternLM2Chat);
+  EXPECT_EQ(d.max_dynamic_tiles, 12);
+  EXPECT_TRUE(d.use_thumbnail);
+  EXPECT_EQ(d.vision.image_size, 448);
+  EXPECT_EQ(d.vision.patch_size, 14);
+  EXPECT_EQ(d.vision.hidden, 64);
+  EXPECT_EQ(d.vision.heads, 4);
+  EXPECT_EQ(d.vision.mlp, 128);
+  EXPECT_EQ(d.llm.hidden, 64);
+  EXPECT_EQ(d.llm.heads, 4);
+  EXPECT_EQ(d.llm.kv_heads, 2);
+  EXPECT_EQ(d.llm.ffn, 176);
+  EXPECT_EQ(d.llm.layers, 2);
+
+  const auto tokenizer = load_tokenizer(dir.path().string());
+  EXPECT_EQ(d.llm.vocab, tokenizer->vocab_size());
+  EXPECT_EQ(d.image_token_id, tokenizer->token_id("<IMG_CONTEXT>"));
+  EXPECT_EQ(d.img_start_id, tokenizer->token_id("<img>"));
+  EXPECT_EQ(d.img_end_id, tokenizer->token_id("</img>"));
+  EXPECT_EQ(d.eos_ids, (std::vector<int>{tokenizer->token_id("<|im_end|>"), tokenizer->token_id("</s>")}));
+
+  for (const auto& [name, t] : m.weights.tensors) {
+    EXPECT_EQ(t.dtype, DType::BF16) << name;
+    const Tensor f = t.to_f32();
+    double sum_sq = 0;
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      ASSERT_TRUE(std::isfinite(f.ptr<float>()[i])) << name;
+      sum_sq += double(f.ptr<float>()[i]) * f.ptr<float>()[i];
+    }
+    if (name.find("weight") != std::string::npos && name.find("norm") == std::string::npos && f.numel() > 1000) {
+      const double std = std::sqrt(sum_sq / double(f.numel()));
+      EXPECT_NEAR(std, 0.02, 0.004) << name;  // N(0, 0.02) matrices
+    }
+  }
+  EXPECT_EQ(m.weights.get("llm.norm").to_f32().ptr<float>()[5], 1.0f);
+}
+
+TEST(DemoModel, DeterministicPerSeed) {
+  ScratchDir a("demo_a"), b("demo_b"), c("demo_c");
+  write_demo_model(a.path().string(), 7);
+  write_demo_model(b.path().string(), 7);
+  write_demo_model(c.path().string(), 8);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json"})
+    EXPECT_EQ(test::read_bytes(a.file(f)), test::read_bytes(b.file(f))) << f;
+  EXPECT_NE(test::read_bytes(a.file("model.safetensors")), test::read_bytes(c.file("model.safetensors")));
+}
+
+}  // namespace
+}  // namespace fovea

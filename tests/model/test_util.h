@@ -1,0 +1,42 @@
+// Helpers for the model tests: scratch directories, raw safetensors bytes, copies of the golden checkpoints.
+#pragma once
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/safetensors_writer.h"
+
+namespace fovea::test {
+
+namespace fs = std::filesystem;
+
+// A fresh empty directory under the system temp dir, removed by the destructor.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name);
+  ~ScratchDir();
+  const fs::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string golden_dir();  // tests/data/golden in the source tree
+void write_bytes(const std::string& path, const std::string& bytes);
+std::string read_bytes(const std::string& path);
+// 8-byte little-endian length + header + data, exactly as given (for building bad files).
+std::string safetensors_bytes(const std::string& header_json, const std::string& data);
+
+// Copies `src` checkpoint dir's json files into `dst` and rewrites its tensors through `edit` (which may drop,
+// reshape or add tensors) into dst/model.safetensors.
+void copy_checkpoint(const std::string& src, const std::string& dst,
+                     const std::function<void(std::vector<NamedTensor>&)>& edit);
+
+// Rewrites dst/config.json through `edit` on its text.
+void edit_config(const std::string& dir, const std::function<void(std::string&)>& edit);
+
+Tensor f32_tensor(Shape shape, float start);  // start, start+1, ... (distinct values)
+
+}  // namespace fovea::test
