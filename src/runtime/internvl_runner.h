@@ -1,0 +1,87 @@
+// InternVLRunner: the ModelRunner of every InternVL checkpoint, on any Backend. At construction it uploads the
+// weights (one pass), allocates the paged KV pool, the vision-embedding pool and every activation workspace;
+// encode_images() and step() allocate no device memory afterwards (host vectors only).
+#pragma once
+#include <cstddef>
+#include <memory>
+
+#include "backend/backend.h"
+#include "model/model_desc.h"
+#include "runtime/runner.h"
+#include "runtime/step_plan.h"
+
+namespace fovea {
+
+struct RunnerOptions {
+  int kv_blocks = 1024;         // KV blocks in the pool
+  int block_size = 16;          // KV rows per block
+  int max_step_tokens = 4096;   // new tokens per step (activation workspace rows)
+  int max_step_tiles = 16;      // ViT tiles per batch inside encode_images (it loops over larger requests)
+  int vision_pool_tiles = 64;   // tiles of image embeddings held at once
+  int max_step_seqs = 256;      // chunks per step
+  int max_seq_len = 0;          // longest sequence a block table may cover; 0: the model's max_position
+  int max_answer_ids = 32;      // SeqChunk::answer_ids per chunk
+  int mlp_rows = 2048;          // the LLM MLP runs in row slices of this size (bounds its workspace)
+  int logits_rows = 64;         // the LM head runs on this many sampled rows at a time (bounds [rows, vocab])
+};
+
+struct RunnerMemory {
+  size_t weights = 0;      // device bytes of the uploaded weights
+  size_t kv_cache = 0;     // the paged KV pool
+  size_t vision_pool = 0;  // image embeddings
+  size_t workspace = 0;    // activations and index buffers of the vision encoder and the LLM
+  size_t total() const { return weights + kv_cache + vision_pool + workspace; }
+};
+
+class VisionEncoder;
+class LlmForward;
+struct DeviceWeights;
+struct KvCache;
+
+class InternVLRunner final : public ModelRunner {
+ public:
+  InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backend, const RunnerOptions& opts);
+  ~InternVLRunner() override;
+
+  const ModelDesc& desc() const override { return model_.desc; }
+  int block_size() const override { return opts_.block_size; }
+  int num_kv_blocks() const override { return opts_.kv_blocks; }
+  int max_step_tokens() const override { return opts_.max_step_tokens; }
+  int max_step_tiles() const override { return opts_.max_step_tiles; }
+  int vision_pool_tiles() const override { return opts_.vision_pool_tiles; }
+
+  std::vector<int64_t> encode_images(const std::vector<Tensor>& pixel_values) override;
+  void release_image(int64_t handle) override;
+  int free_vision_tiles() const override;
+  std::vector<SeqResult> step(const std::vector<SeqChunk>& chunks) override;
+
+  const RunnerMemory& memory() const { return memory_; }
+  Backend& backend() { return *backend_; }
+
+  // For golden tests: runs ViT + projector on up to max_step_tiles tiles [tiles, 3, S, S] and returns host
+  // float32 copies of the ViT's last hidden state [tiles * (1 + G*G), C] and the projector output
+  // [tiles * tokens_per_tile, llm hidden]. Leaves the vision pool untouched.
+  void encode_tiles_for_test(const Tensor& pixels, Tensor* vit_hidden, Tensor* projected);
+  // Host float32 copy of an encoded image's embedding [tiles * tokens_per_tile, llm hidden].
+  Tensor image_embedding(int64_t handle);
+
+ private:
+  void check_pixels(const Tensor& pixels, size_t index) const;
+  void encode_into_pool(const std::vector<Tensor>& pixel_values, const std::vector<int64_t>& handles);
+
+  LoadedModel model_;
+  std::unique_ptr<Backend> backend_;
+  RunnerOptions opts_;
+  RunnerMemory memory_;
+  StepLimits limits_;
+  std::unique_ptr<DeviceWeights> weights_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<VisionPool> pool_;
+  std::unique_ptr<VisionEncoder> vision_;
+  std::unique_ptr<LlmForward> llm_;
+};
+
+std::unique_ptr<ModelRunner> make_internvl_runner(LoadedModel model, std::unique_ptr<Backend> backend,
+                                                  const RunnerOptions& opts);
+
+}  // namespace fovea

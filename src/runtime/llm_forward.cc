@@ -1,0 +1,197 @@
+#include "runtime/llm_forward.h"
+
+#include <algorithm>
+
+namespace fovea {
+namespace {
+
+// A host tensor viewing `values` without copying, for upload().
+Tensor host_view(const std::vector<int32_t>& values, Shape shape) {
+  Tensor t;
+  t.data = const_cast<int32_t*>(values.data());
+  t.dtype = DType::I32;
+  t.device = Device::CPU;
+  t.shape = std::move(shape);
+  return t;
+}
+
+}  // namespace
+
+KvCache alloc_kv_cache(const LlmConfig& config, Backend& backend, int blocks, int block_size) {
+  FOVEA_CHECK(blocks > 0 && block_size > 0, "kv cache: ", blocks, " blocks of ", block_size);
+  KvCache kv;
+  const Shape shape{blocks, block_size, config.kv_heads, config.head_dim};
+  for (int l = 0; l < config.layers; ++l) {
+    KvCacheLayer layer{backend.alloc(backend.compute_dtype(), shape), backend.alloc(backend.compute_dtype(), shape)};
+    // Zeroed once so that reading a never-written row (a bug) shows up as zeros rather than NaN garbage.
+    backend.fill_zero(layer.k);
+    backend.fill_zero(layer.v);
+    kv.bytes += layer.k.nbytes() + layer.v.nbytes();
+    kv.layers.push_back(std::move(layer));
+  }
+  return kv;
+}
+
+Tensor LlmForward::alloc(DType dtype, const Shape& shape) {
+  Tensor t = be_.alloc(dtype, shape);
+  workspace_bytes_ += t.nbytes();
+  return t;
+}
+
+LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend& backend,
+                       const LlmWorkspaceSizes& sizes)
+    : desc_(desc), w_(weights), be_(backend), sizes_(sizes) {
+  const LlmConfig& c = desc.llm;
+  FOVEA_CHECK(sizes.max_tokens > 0 && sizes.max_seqs > 0 && sizes.max_table_entries > 0 && sizes.mlp_rows > 0 &&
+                  sizes.logits_rows > 0 && sizes.max_answer_ids >= 0,
+              "llm forward: bad workspace sizes");
+  FOVEA_CHECK(c.heads % c.kv_heads == 0, "llm forward: ", c.heads, " heads not a multiple of ", c.kv_heads,
+              " kv heads");
+  const int64_t T = sizes.max_tokens, S = sizes.max_seqs, H = c.hidden, D = c.head_dim;
+  const DType act = be_.compute_dtype();
+  ids_ = alloc(DType::I32, {T});
+  positions_ = alloc(DType::I32, {T});
+  slots_ = alloc(DType::I32, {T});
+  cu_q_ = alloc(DType::I32, {S + 1});
+  ctx_len_ = alloc(DType::I32, {S});
+  block_table_ = alloc(DType::I32, {int64_t(sizes.max_table_entries)});
+  sample_rows_ = alloc(DType::I32, {S});
+  answer_ids_ = alloc(DType::I32, {int64_t(sizes.logits_rows) * std::max(sizes.max_answer_ids, 1)});
+  x_ = alloc(act, {T, H});
+  normed_ = alloc(act, {T, H});
+  qkv_ = alloc(act, {T, int64_t(c.heads + 2 * c.kv_heads) * D});
+  attn_ = alloc(act, {T, int64_t(c.heads) * D});
+  branch_ = alloc(act, {T, H});
+  const int64_t mlp_rows = std::min<int64_t>(sizes.mlp_rows, T);
+  gate_up_ = alloc(act, {mlp_rows, 2 * int64_t(c.ffn)});
+  act_ = alloc(act, {mlp_rows, int64_t(c.ffn)});
+  last_x_ = alloc(act, {S, H});
+  last_branch_ = alloc(act, {S, H});
+  last_normed_ = alloc(act, {S, H});
+  logits_ = alloc(act, {int64_t(sizes.logits_rows), int64_t(c.vocab)});
+  argmax_ids_ = alloc(DType::I32, {int64_t(sizes.logits_rows)});
+  answer_logprobs_ = alloc(DType::F32, {int64_t(sizes.logits_rows) * std::max(sizes.max_answer_ids, 1)});
+}
+
+Tensor LlmForward::upload_ids(Tensor& buffer, const std::vector<int32_t>& values) {
+  FOVEA_CHECK(int64_t(values.size()) <= buffer.numel(), "llm forward: ", values.size(),
+              " indices exceed a buffer of ", buffer.numel());
+  Tensor dst = buffer.view({buffer.numel()}).rows(0, int64_t(values.size()));
+  be_.upload(dst, host_view(values, {int64_t(values.size())}));
+  return dst;
+}
+
+void LlmForward::embed(const StepPlan& plan, const VisionPool& pool) {
+  Tensor x = x_.rows(0, plan.tokens);
+  be_.embedding(upload_ids(ids_, plan.ids), w_.embed, x);
+  // Image rows replace the <IMG_CONTEXT> embeddings; each segment is one contiguous run of step rows.
+  for (const VisionSegment& seg : plan.vision) {
+    Tensor dst = x_.rows(seg.dst_row, seg.dst_row + seg.rows);
+    be_.copy(dst, pool.slot_rows(seg.slot).rows(seg.slot_row, seg.slot_row + seg.rows));
+  }
+}
+
+void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
+  const int64_t slice = gate_up_.dim(0);
+  for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
+    const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
+    Tensor gate_up = gate_up_.rows(0, r1 - r0), act = act_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
+    be_.linear(normed_.rows(r0, r1), w.gate_up_w, Tensor{}, gate_up);
+    be_.silu_mul(gate_up, act);
+    be_.linear(act, w.down_w, Tensor{}, out);
+  }
+}
+
+void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv) {
+  const LlmConfig& c = desc_.llm;
+  const LlmLayerWeights& w = w_.layers[size_t(index)];
+  Tensor x = x_.rows(0, tokens), normed = normed_.rows(0, tokens), qkv = qkv_.rows(0, tokens);
+  Tensor attn = attn_.rows(0, tokens), branch = branch_.rows(0, tokens);
+  // The previous layer's MLP output is still in branch: fold it into the residual while normalising.
+  if (index == 0) {
+    be_.rms_norm(x, w.attn_norm, c.rms_eps, normed);
+  } else {
+    be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
+  }
+  be_.linear(normed, w.qkv_w, w.qkv_b, qkv);
+  be_.rope(qkv, positions_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim, c.rope_theta);
+  be_.kv_write(qkv, slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim, kv.layers[size_t(index)]);
+  be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
+  be_.linear(attn, w.o_w, Tensor{}, branch);
+  be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
+  mlp(w, tokens);
+}
+
+std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<SeqChunk>& chunks,
+                                       const VisionPool& pool, KvCache& kv) {
+  std::vector<SeqResult> results(chunks.size());
+  if (plan.tokens == 0) return results;
+  FOVEA_CHECK(plan.tokens <= sizes_.max_tokens && plan.seqs <= sizes_.max_seqs, "llm forward: plan too large");
+  FOVEA_CHECK(kv.layers.size() == w_.layers.size(), "llm forward: kv cache has ", kv.layers.size(), " layers");
+  embed(plan, pool);
+  upload_ids(positions_, plan.positions);
+  upload_ids(slots_, plan.slots);
+  PagedAttentionBatch batch;
+  batch.cu_q = upload_ids(cu_q_, plan.cu_q);
+  batch.ctx_len = upload_ids(ctx_len_, plan.ctx_len);
+  batch.block_table = upload_ids(block_table_, plan.block_table).view({plan.seqs, plan.table_width});
+  batch.num_seqs = plan.seqs;
+  batch.max_q_len = plan.max_q_len;
+  batch.max_ctx_len = plan.max_ctx_len;
+  for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, plan.tokens, batch, kv);
+  if (!plan.sample_rows.empty()) head(plan, chunks, results);
+  return results;
+}
+
+void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results) {
+  const int samples = int(plan.sample_rows.size());
+  // Only the sampled rows need the last residual add, the final norm and the LM head.
+  Tensor rows = upload_ids(sample_rows_, plan.sample_rows);
+  Tensor last_x = last_x_.rows(0, samples), last_branch = last_branch_.rows(0, samples);
+  Tensor last_normed = last_normed_.rows(0, samples);
+  be_.gather_rows(x_.rows(0, plan.tokens), rows, last_x);
+  be_.gather_rows(branch_.rows(0, plan.tokens), rows, last_branch);
+  be_.add_rms_norm(last_x, last_branch, w_.norm, desc_.llm.rms_eps, last_normed);
+  for (int first = 0; first < samples; first += sizes_.logits_rows)
+    head_group(plan, chunks, first, std::min(sizes_.logits_rows, samples - first), results);
+}
+
+void LlmForward::head_group(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
+                            std::vector<SeqResult>& results) {
+  Tensor logits = logits_.rows(0, count), ids = argmax_ids_.rows(0, count);
+  be_.linear(last_normed_.rows(first, first + count), w_.lm_head, Tensor{}, logits);
+  be_.argmax(logits, ids);
+  size_t max_answers = 0;
+  for (int i = 0; i < count; ++i)
+    max_answers = std::max(max_answers, chunks[size_t(plan.sample_chunks[size_t(first + i)])].answer_ids.size());
+  FOVEA_CHECK(max_answers <= size_t(sizes_.max_answer_ids), "step: ", max_answers,
+              " answer ids for one chunk, the runner takes at most ", sizes_.max_answer_ids);
+  Tensor logprobs;
+  if (max_answers > 0) {
+    // Chunks with fewer answers are padded with id 0; the padding's results are dropped.
+    std::vector<int32_t> answer_ids(size_t(count) * max_answers, 0);
+    for (int i = 0; i < count; ++i) {
+      const auto& wanted = chunks[size_t(plan.sample_chunks[size_t(first + i)])].answer_ids;
+      std::copy(wanted.begin(), wanted.end(), answer_ids.begin() + int64_t(i) * int64_t(max_answers));
+    }
+    Tensor ids_dev = upload_ids(answer_ids_, answer_ids).view({count, int64_t(max_answers)});
+    logprobs = answer_logprobs_.rows(0, int64_t(count) * int64_t(max_answers)).view({count, int64_t(max_answers)});
+    be_.log_softmax_gather(logits, ids_dev, logprobs);
+  }
+  const Tensor host_ids = be_.download(ids);
+  const Tensor host_logprobs = max_answers > 0 ? be_.download(logprobs) : Tensor{};
+  for (int i = 0; i < count; ++i) {
+    const size_t chunk = size_t(plan.sample_chunks[size_t(first + i)]);
+    SeqResult& r = results[chunk];
+    r.argmax = host_ids.ptr<int32_t>()[i];
+    const size_t answers = chunks[chunk].answer_ids.size();
+    const float* lp = answers ? host_logprobs.ptr<float>() + size_t(i) * max_answers : nullptr;
+    r.answer_logprobs.assign(lp, lp + answers);
+    if (chunks[chunk].want_logits) {
+      const Tensor row = be_.download(logits.rows(i, i + 1));
+      r.logits.assign(row.ptr<float>(), row.ptr<float>() + row.numel());
+    }
+  }
+}
+
+}  // namespace fovea

@@ -1,0 +1,72 @@
+// The language model's step over a StepPlan, written against Backend: embedding, image rows, the decoder layers
+// over the paged KV cache, then the head for the sampled rows only. Workspaces are sized at construction for
+// the runner's limits; run() allocates no device memory (host vectors only).
+#pragma once
+#include <cstddef>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_desc.h"
+#include "runtime/runner.h"
+#include "runtime/step_plan.h"
+#include "runtime/vision_pool.h"
+#include "runtime/weights.h"
+
+namespace fovea {
+
+struct KvCache {
+  std::vector<KvCacheLayer> layers;  // one per decoder layer, [blocks, block_size, kv_heads, head_dim]
+  size_t bytes = 0;
+};
+KvCache alloc_kv_cache(const LlmConfig& config, Backend& backend, int blocks, int block_size);
+
+struct LlmWorkspaceSizes {
+  int max_tokens = 0;         // rows of every activation
+  int max_seqs = 0;           // chunks per step (and sampled rows)
+  int max_table_entries = 0;  // flattened block-table capacity
+  int max_answer_ids = 0;     // answer ids per sampled chunk
+  int mlp_rows = 0;           // the MLP runs in row slices of this size, bounding its [rows, 2F] workspace
+  int logits_rows = 0;        // the LM head runs on this many sampled rows at a time, bounding [rows, V]
+};
+
+class LlmForward {
+ public:
+  LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend& backend, const LlmWorkspaceSizes& sizes);
+
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // Runs the plan (writing its tokens' KV into `kv`) and returns one result per chunk (filled when sampled).
+  std::vector<SeqResult> run(const StepPlan& plan, const std::vector<SeqChunk>& chunks, const VisionPool& pool,
+                             KvCache& kv);
+
+ private:
+  Tensor alloc(DType dtype, const Shape& shape);
+  Tensor upload_ids(Tensor& buffer, const std::vector<int32_t>& values);
+  void embed(const StepPlan& plan, const VisionPool& pool);
+  void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
+  void mlp(const LlmLayerWeights& w, int tokens);
+  void head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results);
+  void head_group(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
+                  std::vector<SeqResult>& results);
+
+  const ModelDesc& desc_;
+  const LlmWeights& w_;
+  Backend& be_;
+  LlmWorkspaceSizes sizes_;
+  size_t workspace_bytes_ = 0;
+  // Index inputs, uploaded each step into prefixes of these.
+  Tensor ids_, positions_, slots_, cu_q_, ctx_len_, block_table_, sample_rows_, answer_ids_;
+  // Activations.
+  Tensor x_;        // [T, H] residual stream
+  Tensor normed_;   // [T, H]
+  Tensor qkv_;      // [T, (NH + 2 KV) D]
+  Tensor attn_;     // [T, NH D]
+  Tensor branch_;   // [T, H] attention / MLP output before the residual add
+  Tensor gate_up_;  // [mlp_rows, 2F]
+  Tensor act_;      // [mlp_rows, F]
+  Tensor last_x_, last_branch_, last_normed_;  // [max_seqs, H] the sampled rows
+  Tensor logits_;          // [logits_rows, V]
+  Tensor argmax_ids_;      // [logits_rows] I32
+  Tensor answer_logprobs_;  // [logits_rows * max_answer_ids] F32
+};
+
+}  // namespace fovea

@@ -1,0 +1,93 @@
+#include "runtime/vision_encoder.h"
+
+namespace fovea {
+namespace {
+// mlp1.0 is nn.LayerNorm(4C) with PyTorch's default eps, not the ViT's 1e-6.
+constexpr float kProjectorNormEps = 1e-5f;
+}  // namespace
+
+Tensor VisionEncoder::alloc(DType dtype, const Shape& shape) {
+  Tensor t = be_.alloc(dtype, shape);
+  workspace_bytes_ += t.nbytes();
+  return t;
+}
+
+VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles)
+    : desc_(desc), w_(weights), be_(backend), max_tiles_(max_tiles) {
+  const VisionConfig& v = desc.vision;
+  FOVEA_CHECK(max_tiles > 0, "vision encoder: max_tiles must be positive");
+  FOVEA_CHECK(v.image_size % v.patch_size == 0 && v.grid() % 2 == 0 && v.hidden % v.heads == 0,
+              "vision encoder: unsupported geometry image ", v.image_size, " patch ", v.patch_size);
+  FOVEA_CHECK(v.downsample_ratio == 0.5f, "vision encoder: only downsample_ratio 0.5 is supported");
+  const int64_t T = max_tiles, S = v.image_size, G = v.grid(), C = v.hidden, P = v.patch_size;
+  const int64_t rows = T * v.tokens(), shuffled_rows = T * v.tokens_per_tile();
+  const DType act = be_.compute_dtype();
+  pixels_ = alloc(DType::F32, {T, 3, S, S});
+  patches_ = alloc(act, {T * G * G, 3 * P * P});
+  x_ = alloc(act, {rows, C});
+  normed_ = alloc(act, {rows, C});
+  qkv_ = alloc(act, {rows, 3 * C});
+  attn_ = alloc(act, {rows, C});
+  branch_ = alloc(act, {rows, C});
+  mlp_ = alloc(act, {rows, int64_t(v.mlp)});
+  shuffled_ = alloc(act, {shuffled_rows, 4 * C});
+  shuffled_normed_ = alloc(act, {shuffled_rows, 4 * C});
+  hidden_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
+  out_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
+}
+
+Tensor VisionEncoder::pixels(int tiles) const {
+  FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
+  return pixels_.rows(0, tiles);
+}
+
+void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
+  const VisionConfig& v = desc_.vision;
+  const int64_t rows = int64_t(tiles) * v.tokens();
+  Tensor x = x_.rows(0, rows), normed = normed_.rows(0, rows), qkv = qkv_.rows(0, rows);
+  Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
+  // x += ls1 * proj(attention(norm1(x)))
+  be_.layer_norm(x, w.norm1_w, w.norm1_b, v.norm_eps, normed);
+  be_.linear(normed, w.qkv_w, w.qkv_b, qkv);
+  be_.attention_dense(qkv, tiles, v.tokens(), v.heads, v.hidden / v.heads, attn);
+  be_.linear(attn, w.proj_w, w.proj_b, branch);
+  be_.scale_add(x, branch, w.ls1);
+  // x += ls2 * fc2(gelu(fc1(norm2(x))))
+  be_.layer_norm(x, w.norm2_w, w.norm2_b, v.norm_eps, normed);
+  be_.linear(normed, w.fc1_w, w.fc1_b, mlp, Activation::Gelu);
+  be_.linear(mlp, w.fc2_w, w.fc2_b, branch);
+  be_.scale_add(x, branch, w.ls2);
+}
+
+void VisionEncoder::project(int tiles) {
+  const VisionConfig& v = desc_.vision;
+  const int64_t rows = int64_t(tiles) * v.tokens_per_tile();
+  Tensor shuffled = shuffled_.rows(0, rows), normed = shuffled_normed_.rows(0, rows);
+  Tensor hidden = hidden_.rows(0, rows), out = out_.rows(0, rows);
+  be_.pixel_shuffle(x_.rows(0, int64_t(tiles) * v.tokens()), tiles, v.grid(), shuffled);
+  be_.layer_norm(shuffled, w_.proj_norm_w, w_.proj_norm_b, kProjectorNormEps, normed);
+  be_.linear(normed, w_.proj_fc1_w, w_.proj_fc1_b, hidden, Activation::Gelu);
+  be_.linear(hidden, w_.proj_fc2_w, w_.proj_fc2_b, out);
+}
+
+Tensor VisionEncoder::encode(int tiles) {
+  const VisionConfig& v = desc_.vision;
+  const int64_t G = v.grid();
+  Tensor patches = patches_.rows(0, tiles * G * G);
+  be_.patchify(pixels(tiles), v.patch_size, patches);
+  // Patch embeddings go to normed_ (free until the first layer) and are then combined with CLS and positions.
+  Tensor patch_emb = normed_.rows(0, tiles * G * G);
+  be_.linear(patches, w_.patch_w, w_.patch_b, patch_emb);
+  Tensor x = x_.rows(0, int64_t(tiles) * v.tokens());
+  be_.vit_embed(patch_emb, w_.cls, w_.pos, tiles, x);
+  for (const VitLayerWeights& layer : w_.layers) vit_layer(layer, tiles);
+  project(tiles);
+  return out_.rows(0, int64_t(tiles) * v.tokens_per_tile());
+}
+
+Tensor VisionEncoder::last_hidden(int tiles) const {
+  FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
+  return x_.rows(0, int64_t(tiles) * desc_.vision.tokens());
+}
+
+}  // namespace fovea

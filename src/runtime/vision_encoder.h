@@ -1,0 +1,52 @@
+// InternViT + the mlp1 projector over a batch of tiles, written against Backend. All activations live in
+// workspaces sized for `max_tiles` tiles, allocated at construction; encode() allocates nothing.
+#pragma once
+#include <cstddef>
+
+#include "backend/backend.h"
+#include "model/model_desc.h"
+#include "runtime/weights.h"
+
+namespace fovea {
+
+class VisionEncoder {
+ public:
+  VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles);
+
+  int max_tiles() const { return max_tiles_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  // Where the caller uploads the pixels of the next batch: [tiles, 3, S, S] F32 view.
+  Tensor pixels(int tiles) const;
+  // Runs ViT + projector on the first `tiles` tiles of pixels(); returns a view [tiles * tokens_per_tile,
+  // llm hidden] of the output workspace, valid until the next encode().
+  Tensor encode(int tiles);
+  // The ViT's last hidden state of the last encode() (CLS included): [tiles * (1 + G*G), C]. For golden tests.
+  Tensor last_hidden(int tiles) const;
+
+ private:
+  void vit_layer(const VitLayerWeights& w, int tiles);
+  void project(int tiles);
+  Tensor alloc(DType dtype, const Shape& shape);
+
+  const ModelDesc& desc_;
+  const VisionWeights& w_;
+  Backend& be_;
+  int max_tiles_;
+  size_t workspace_bytes_ = 0;
+  // Workspaces, each sized for max_tiles; encode() uses row views of them.
+  Tensor pixels_;    // [T, 3, S, S] F32
+  Tensor patches_;   // [T * G*G, 3*p*p]
+  Tensor x_;         // [T * (1 + G*G), C] residual stream
+  Tensor normed_;    // [T * (1 + G*G), C]; also holds the patch embeddings before vit_embed
+  Tensor qkv_;       // [T * (1 + G*G), 3C]
+  Tensor attn_;      // [T * (1 + G*G), C]
+  Tensor branch_;    // [T * (1 + G*G), C] attention / MLP output before the layer scale
+  Tensor mlp_;       // [T * (1 + G*G), M]
+  Tensor shuffled_;  // [T * G*G/4, 4C]
+  Tensor shuffled_normed_;
+  Tensor hidden_;    // [T * G*G/4, llm hidden]
+  Tensor out_;       // [T * G*G/4, llm hidden]
+};
+
+}  // namespace fovea

@@ -1,0 +1,115 @@
+#include "runtime/weights.h"
+
+#include <map>
+#include <string>
+
+namespace fovea {
+namespace {
+
+// Uploads canonical host tensors, each once: tensors sharing host memory (a tied lm_head) share the device copy.
+class WeightUploader {
+ public:
+  WeightUploader(const ModelWeights& weights, Backend& backend) : weights_(weights), backend_(backend) {}
+
+  // `shape` is what the forward expects; the host tensor may carry extra leading 1-dims (numel must match).
+  Tensor get(const std::string& name, const Shape& shape) {
+    const Tensor& host = weights_.get(name);
+    Tensor expected;
+    expected.shape = shape;
+    FOVEA_CHECK(host.numel() == expected.numel(), "weight ", name, " has shape ", shape_str(host.shape),
+                ", expected ", shape_str(shape));
+    auto found = uploaded_.find(host.data);
+    if (found != uploaded_.end() && found->second.numel() == expected.numel()) return found->second.view(shape);
+    Tensor device = backend_.alloc(backend_.weight_dtype(), shape);
+    backend_.upload(device, host.view(shape));
+    bytes_ += device.nbytes();
+    uploaded_[host.data] = device;
+    return device;
+  }
+
+  Tensor get_optional(const std::string& name, const Shape& shape) {
+    return weights_.has(name) ? get(name, shape) : Tensor{};
+  }
+
+  size_t bytes() const { return bytes_; }
+
+ private:
+  const ModelWeights& weights_;
+  Backend& backend_;
+  std::map<const void*, Tensor> uploaded_;
+  size_t bytes_ = 0;
+};
+
+VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up) {
+  const VisionConfig& v = desc.vision;
+  const int64_t C = v.hidden, M = v.mlp, G = v.grid(), P = v.patch_size;
+  const int64_t shuffled = 4 * C, H = desc.llm.hidden;
+  VisionWeights w;
+  w.patch_w = up.get("vit.patch.weight", {C, 3 * P * P});
+  w.patch_b = up.get("vit.patch.bias", {C});
+  w.cls = up.get("vit.cls", {C});
+  w.pos = up.get("vit.pos", {1 + G * G, C});
+  for (int l = 0; l < v.layers; ++l) {
+    const std::string p = "vit." + std::to_string(l) + ".";
+    VitLayerWeights L;
+    L.norm1_w = up.get(p + "norm1.weight", {C});
+    L.norm1_b = up.get(p + "norm1.bias", {C});
+    L.qkv_w = up.get(p + "qkv.weight", {3 * C, C});
+    L.qkv_b = v.qkv_bias ? up.get(p + "qkv.bias", {3 * C}) : up.get_optional(p + "qkv.bias", {3 * C});
+    L.proj_w = up.get(p + "proj.weight", {C, C});
+    L.proj_b = up.get(p + "proj.bias", {C});
+    L.ls1 = up.get(p + "ls1", {C});
+    L.norm2_w = up.get(p + "norm2.weight", {C});
+    L.norm2_b = up.get(p + "norm2.bias", {C});
+    L.fc1_w = up.get(p + "fc1.weight", {M, C});
+    L.fc1_b = up.get(p + "fc1.bias", {M});
+    L.fc2_w = up.get(p + "fc2.weight", {C, M});
+    L.fc2_b = up.get(p + "fc2.bias", {C});
+    L.ls2 = up.get(p + "ls2", {C});
+    w.layers.push_back(std::move(L));
+  }
+  w.proj_norm_w = up.get("proj.norm.weight", {shuffled});
+  w.proj_norm_b = up.get("proj.norm.bias", {shuffled});
+  w.proj_fc1_w = up.get("proj.fc1.weight", {H, shuffled});
+  w.proj_fc1_b = up.get("proj.fc1.bias", {H});
+  w.proj_fc2_w = up.get("proj.fc2.weight", {H, H});
+  w.proj_fc2_b = up.get("proj.fc2.bias", {H});
+  return w;
+}
+
+LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up) {
+  const LlmConfig& c = desc.llm;
+  const int64_t H = c.hidden, V = c.vocab, D = c.head_dim, F = c.ffn;
+  const int64_t qkv_rows = int64_t(c.heads + 2 * c.kv_heads) * D;
+  LlmWeights w;
+  w.embed = up.get("llm.embed", {V, H});
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "llm." + std::to_string(l) + ".";
+    LlmLayerWeights L;
+    L.attn_norm = up.get(p + "attn_norm", {H});
+    L.qkv_w = up.get(p + "qkv.weight", {qkv_rows, H});
+    L.qkv_b = c.qkv_bias ? up.get(p + "qkv.bias", {qkv_rows}) : up.get_optional(p + "qkv.bias", {qkv_rows});
+    L.o_w = up.get(p + "o.weight", {H, int64_t(c.heads) * D});
+    L.ffn_norm = up.get(p + "ffn_norm", {H});
+    L.gate_up_w = up.get(p + "gate_up.weight", {2 * F, H});
+    L.down_w = up.get(p + "down.weight", {H, F});
+    w.layers.push_back(std::move(L));
+  }
+  w.norm = up.get("llm.norm", {H});
+  w.lm_head = up.get("llm.lm_head", {V, H});
+  return w;
+}
+
+}  // namespace
+
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend) {
+  WeightUploader up(model.weights, backend);
+  DeviceWeights w;
+  w.vision = upload_vision(model.desc, up);
+  w.llm = upload_llm(model.desc, up);
+  backend.synchronize();
+  w.bytes = up.bytes();
+  return w;
+}
+
+}  // namespace fovea

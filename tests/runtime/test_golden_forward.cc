@@ -1,0 +1,215 @@
+// The InternVL forward against transformers' float32 reference (tests/data/golden, see its README): each tiny
+// model in both checkpoint formats, on every backend of this build (CUDA cases skip without a GPU).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backend/backend.h"
+#include "golden_util.h"
+#include "runtime/internvl_runner.h"
+#include "runtime/simple_generate.h"
+
+namespace fovea {
+namespace {
+
+struct GoldenParam {
+  std::string backend;  // "cpu" or "cuda"
+  std::string model;    // "internlm2" or "qwen2"
+  std::string format;   // "hf" or "original"
+};
+
+std::string param_name(const ::testing::TestParamInfo<GoldenParam>& info) {
+  return info.param.backend + "_" + info.param.model + "_" + info.param.format;
+}
+
+struct CaseInput {
+  std::vector<int32_t> prompt;
+  std::vector<int> tiles;  // indices into golden::all_tiles()
+};
+
+class GoldenForward : public ::testing::TestWithParam<GoldenParam> {
+ protected:
+  void SetUp() override {
+    if (!golden::available()) GTEST_SKIP() << "tests/data/golden is absent";
+    if (GetParam().backend == "cuda" && !cuda_backend_available()) GTEST_SKIP() << "no CUDA backend or GPU";
+  }
+
+  bool is_cpu() const { return GetParam().backend == "cpu"; }
+  // float32 CPU must match transformers' float32 closely; bf16 CUDA only roughly.
+  double tolerance() const { return is_cpu() ? 1e-4 : 2e-2; }
+
+  std::unique_ptr<InternVLRunner> make_runner(int max_step_tiles = 4) {
+    const std::string dir = golden::golden_dir() + "/" + GetParam().model + "/" + GetParam().format;
+    RunnerOptions opts;
+    opts.kv_blocks = 160;
+    opts.block_size = 16;
+    opts.max_step_tokens = 1200;
+    opts.max_step_tiles = max_step_tiles;
+    opts.vision_pool_tiles = 8;
+    opts.max_step_seqs = 8;
+    return std::make_unique<InternVLRunner>(load_model(dir), make_backend(GetParam().backend), opts);
+  }
+
+  CaseInput case_input(const std::string& name) {
+    CaseInput in;
+    in.prompt = golden::reference_ids(GetParam().model, name + ".input_ids");
+    if (name != "text") {
+      for (int32_t t : golden::reference_ids(GetParam().model, name + ".tiles")) in.tiles.push_back(t);
+    }
+    return in;
+  }
+
+  std::vector<Tensor> images_of(const CaseInput& in) {
+    if (in.tiles.empty()) return {};
+    return {golden::select_tiles(tiles(), in.tiles)};
+  }
+
+  const Tensor& tiles() {
+    if (tiles_.empty()) tiles_ = golden::all_tiles();
+    return tiles_;
+  }
+
+  // Logits of the prompt's last token, and the greedy tokens, compared with the reference.
+  void expect_matches_reference(const std::string& name, const SimpleGenerateResult& got, size_t steps) {
+    const Tensor step_logits = golden::reference(GetParam().model, name + ".step_logits");
+    const std::vector<int32_t> generated = golden::reference_ids(GetParam().model, name + ".generated");
+    const int64_t V = step_logits.dim(1);
+    ASSERT_GE(got.tokens.size(), steps);
+    ASSERT_GE(got.logits.size(), steps);
+    for (size_t i = 0; i < steps; ++i) {
+      ASSERT_EQ(int64_t(got.logits[i].size()), V);
+      const double err = golden::relative_error(got.logits[i].data(), step_logits.ptr<float>() + int64_t(i) * V, V);
+      EXPECT_LE(err, tolerance()) << name << " step " << i;
+      EXPECT_EQ(got.tokens[i], generated[i]) << name << " step " << i;
+      if (got.tokens[i] != generated[i]) break;  // later steps see different inputs
+    }
+  }
+
+ private:
+  Tensor tiles_;
+};
+
+TEST_P(GoldenForward, VisionFeaturesAndProjectorMatch) {
+  auto runner = make_runner();
+  for (const std::string name : {"t1", "t3"}) {
+    const CaseInput in = case_input(name);
+    Tensor vit, projected;
+    runner->encode_tiles_for_test(golden::select_tiles(tiles(), in.tiles), &vit, &projected);
+    const Tensor want_vit = golden::reference(GetParam().model, name + ".vision_features");
+    const Tensor want_proj = golden::reference(GetParam().model, name + ".projector");
+    EXPECT_LE(golden::relative_error(vit, want_vit), tolerance()) << name;
+    EXPECT_LE(golden::relative_error(projected, want_proj), tolerance()) << name;
+  }
+}
+
+TEST_P(GoldenForward, PromptLogitsAndGreedyDecodeMatch) {
+  auto runner = make_runner();
+  for (const std::string name : {"text", "t1", "t3"}) {
+    const CaseInput in = case_input(name);
+    SimpleGenerateOptions opts;
+    opts.max_new_tokens = is_cpu() ? 8 : 1;
+    opts.want_logits = true;
+    opts.stop_ids = {-1};  // the reference never stops
+    const SimpleGenerateResult got = simple_generate(*runner, in.prompt, images_of(in), opts);
+    expect_matches_reference(name, got, size_t(opts.max_new_tokens));
+    EXPECT_EQ(runner->free_vision_tiles(), runner->vision_pool_tiles());  // images released
+  }
+}
+
+TEST_P(GoldenForward, ChunkedPrefillMatchesOneChunk) {
+  auto runner = make_runner();
+  const CaseInput in = case_input("t3");
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 2;
+  opts.want_logits = true;
+  opts.stop_ids = {-1};
+  const SimpleGenerateResult whole = simple_generate(*runner, in.prompt, images_of(in), opts);
+  // Cuts inside the image span (one at a tile boundary, one inside a tile), before and after it, and one token
+  // alone.
+  opts.prefill_splits = {3, 9, 10, 200, 266, 523, 700, 787};
+  const SimpleGenerateResult chunked = simple_generate(*runner, in.prompt, images_of(in), opts);
+  ASSERT_EQ(chunked.tokens, whole.tokens);
+  for (size_t i = 0; i < whole.logits.size(); ++i) {
+    const double err = golden::relative_error(chunked.logits[i].data(), whole.logits[i].data(),
+                                              int64_t(whole.logits[i].size()));
+    EXPECT_LE(err, is_cpu() ? 1e-5 : 2e-2) << "step " << i;
+  }
+  expect_matches_reference("t3", chunked, 2);
+}
+
+TEST_P(GoldenForward, ImagesSplitOverHandlesAndTileBatches) {
+  // Two tiles per ViT batch, and the 3-tile image given as two images (tiles 0-1 and 2): the embeddings come
+  // from two handles and two encoder batches, the prompt is unchanged.
+  auto runner = make_runner(/*max_step_tiles=*/2);
+  const CaseInput in = case_input("t3");
+  const std::vector<Tensor> images{golden::select_tiles(tiles(), {in.tiles[0], in.tiles[1]}),
+                                   golden::select_tiles(tiles(), {in.tiles[2]})};
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 1;
+  opts.want_logits = true;
+  opts.stop_ids = {-1};
+  expect_matches_reference("t3", simple_generate(*runner, in.prompt, images, opts), 1);
+}
+
+TEST_P(GoldenForward, BatchedSequencesInOneStep) {
+  // Three sequences in one step, each with its own blocks: the text prompt whole, the t1 prompt whole, and the
+  // t1 prompt's first 100 tokens (not sampled). Results must equal the references of the separate runs.
+  auto runner = make_runner();
+  const CaseInput text = case_input("text"), t1 = case_input("t1");
+  const std::vector<int64_t> handles = runner->encode_images(images_of(t1));
+  auto blocks = [](int first, int count) {
+    std::vector<int32_t> table;
+    for (int b = 0; b < count; ++b) table.push_back(first + b);
+    return table;
+  };
+  std::vector<std::pair<int, int>> image_rows(t1.prompt.size(), {-1, -1});
+  int row = 0;
+  for (size_t p = 0; p < t1.prompt.size(); ++p)
+    if (t1.prompt[p] == runner->desc().image_token_id) image_rows[p] = {0, row++};
+  std::vector<SeqChunk> chunks(3);
+  chunks[0].tokens = text.prompt;
+  chunks[0].block_table = blocks(0, 2);
+  chunks[0].sample = true;
+  chunks[0].answer_ids = {5, 0, 7};
+  chunks[0].want_logits = true;
+  chunks[1].tokens = t1.prompt;
+  chunks[1].block_table = blocks(40, 18);
+  chunks[1].vision = vision_refs_for_range(image_rows, handles, 0, int(t1.prompt.size()));
+  chunks[1].sample = true;
+  chunks[2].tokens.assign(t1.prompt.begin(), t1.prompt.begin() + 100);
+  chunks[2].block_table = blocks(100, 7);
+  chunks[2].vision = vision_refs_for_range(image_rows, handles, 0, 100);
+  const std::vector<SeqResult> results = runner->step(chunks);
+  ASSERT_EQ(results.size(), 3u);
+  const Tensor text_logits = golden::reference(GetParam().model, "text.logits");
+  const int64_t V = text_logits.numel();
+  ASSERT_EQ(int64_t(results[0].logits.size()), V);
+  EXPECT_LE(golden::relative_error(results[0].logits.data(), text_logits.ptr<float>(), V), tolerance());
+  EXPECT_EQ(results[0].argmax, golden::reference_ids(GetParam().model, "text.generated")[0]);
+  EXPECT_EQ(results[1].argmax, golden::reference_ids(GetParam().model, "t1.generated")[0]);
+  EXPECT_EQ(results[2].argmax, -1);
+  EXPECT_TRUE(results[1].logits.empty());
+  // Log-probs of the answer ids: log_softmax of the reference logits.
+  double max_logit = -INFINITY, sum = 0.0;
+  for (int64_t i = 0; i < V; ++i) max_logit = std::max(max_logit, double(text_logits.ptr<float>()[i]));
+  for (int64_t i = 0; i < V; ++i) sum += std::exp(double(text_logits.ptr<float>()[i]) - max_logit);
+  ASSERT_EQ(results[0].answer_logprobs.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const double want = text_logits.ptr<float>()[chunks[0].answer_ids[k]] - max_logit - std::log(sum);
+    EXPECT_NEAR(results[0].answer_logprobs[k], want, is_cpu() ? 1e-3 : 0.1) << k;
+  }
+  for (int64_t h : handles) runner->release_image(h);
+}
+
+std::vector<GoldenParam> all_params() {
+  std::vector<GoldenParam> params;
+  for (const char* backend : {"cpu", "cuda"})
+    for (const char* model : {"internlm2", "qwen2"})
+      for (const char* format : {"hf", "original"}) params.push_back({backend, model, format});
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, GoldenForward, ::testing::ValuesIn(all_params()), param_name);
+
+}  // namespace
+}  // namespace fovea
