@@ -22,7 +22,8 @@ struct PromptIds {
 PromptIds build_chat_prompt(const ModelDesc& desc, const Tokenizer& tokenizer, const std::string& system,
                             const std::string& user_text, const std::vector<int>& image_tiles);
 
-// The default system text of a template ("" for Hermes-2 as InternVL2-1B uses it).
+// The default system text of a template. Hermes-2 shares internlm2-chat's InternVL2 sentence: InternVL's
+// conversation.py gives it that system_message and the model's chat() uses its template's.
 std::string default_system_prompt(ChatTemplateKind kind);
 
 }  // namespace fovea
