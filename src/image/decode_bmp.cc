@@ -29,6 +29,8 @@ struct BmpInfo {
   uint32_t compression = kRaw;
   uint32_t masks[3] = {0, 0, 0};  // red, green, blue
   std::vector<uint8_t> palette;   // RGB triples
+  bool gray_ramp = false;         // Pillow mode "L"/"1": indices are grey levels
+  bool two_colors = false;
   size_t pixel_offset = 0;
 };
 
@@ -58,19 +60,30 @@ BmpInfo read_info(const std::string& b) {
   if (info.bits <= 8) {
     const size_t entry = header_size == 12 ? 3 : 4;
     uint32_t colors = header_size >= 40 ? le32(b, h + 32) : 0;
-    if (colors == 0 || colors > 256) colors = 1u << info.bits;
+    if (colors == 0) colors = 1u << info.bits;
+    FOVEA_CHECK(colors <= 65536, "BMP: unsupported palette size ", colors);
     size_t at = h + header_size;
-    if (header_size == 40 && (info.compression == kBitfields)) at += 12;
-    for (uint32_t i = 0; i < colors && at + 3 <= b.size() && at + 3 <= info.pixel_offset; ++i, at += entry) {
+    // Pillow: when the pixel offset points right after the header, the palette sits in between.
+    if (info.pixel_offset == at) info.pixel_offset += entry * colors;
+    for (uint32_t i = 0; i < colors && i < 256 && at + 3 <= b.size(); ++i, at += entry) {
       info.palette.push_back(uint8_t(b[at + 2]));
       info.palette.push_back(uint8_t(b[at + 1]));
       info.palette.push_back(uint8_t(b[at]));
     }
+    // A palette that is exactly the grey ramp (or black/white for 2 colours) makes Pillow read the indices
+    // as grey levels ("L"/"1") instead of looking them up.
+    info.gray_ramp = info.palette.size() == 3 * size_t(std::min<uint32_t>(colors, 256));
+    for (size_t i = 0; info.gray_ramp && i < info.palette.size() / 3; ++i) {
+      const int expected = colors == 2 ? (i ? 255 : 0) : int(i);
+      for (int c = 0; c < 3; ++c) info.gray_ramp = info.gray_ramp && info.palette[3 * i + c] == expected;
+    }
+    info.two_colors = colors == 2;
   }
   return info;
 }
 
-// Palette indices of the whole image, rows in file order (bottom-up unless top_down).
+// Palette indices of the whole image, rows in file order (bottom-up unless top_down), decoded as Pillow 13's
+// BmpRleDecoder does (runs clipped to the row, a stream that ends early leaves the image short → error).
 std::vector<uint8_t> decode_rle(const std::string& b, const BmpInfo& info, bool rle4) {
   const size_t xsize = size_t(info.width), total = xsize * size_t(info.height);
   std::vector<uint8_t> data;
@@ -91,26 +104,27 @@ std::vector<uint8_t> decode_rle(const std::string& b, const BmpInfo& info, bool 
       x = 0;
     } else if (value == 1) {  // end of bitmap
       break;
-    } else if (value == 2) {  // delta: Pillow reads two bytes, then the offsets from the next two
-      if (at + 4 > b.size()) break;
-      const size_t right = byte_at(at + 2), up = byte_at(at + 3);
-      at += 4;
-      data.insert(data.end(), std::min(right + up * xsize, total), 0);
+    } else if (value == 2) {  // delta: skip `right` pixels and `up` rows (zero-filled)
+      if (at + 2 > b.size()) break;
+      const size_t right = byte_at(at), up = byte_at(at + 1);
+      at += 2;
+      data.insert(data.end(), std::min(total - data.size(), right + up * xsize), 0);
       x = data.size() % xsize;
-    } else {  // absolute run of `value` pixels, padded to 16 bits
-      const size_t nbytes = rle4 ? value / 2 : value;
+    } else {  // absolute run of `value` pixels, word aligned; an odd RLE4 run still uses a whole byte
+      const size_t pixels = std::min(total - data.size(), size_t(value));
+      const size_t nbytes = rle4 ? (pixels + 1) / 2 : pixels;
       const size_t have = std::min(nbytes, b.size() - at);
       for (size_t i = 0; i < have; ++i) {
         const uint8_t v = byte_at(at + i);
-        if (rle4) {
-          data.push_back(v >> 4);
-          data.push_back(v & 15);
-        } else {
+        if (!rle4) {
           data.push_back(v);
+          continue;
         }
+        data.push_back(v >> 4);
+        if (2 * i + 1 < pixels) data.push_back(v & 15);
       }
       at += have;
-      if (have < nbytes) break;
+      if (have < nbytes || data.size() == total) break;
       x += value;
       if (at % 2) ++at;
     }
@@ -137,6 +151,10 @@ struct MaskField {
 };
 
 void lookup(const BmpInfo& info, uint8_t index, uint8_t* px) {
+  if (info.gray_ramp) {
+    px[0] = px[1] = px[2] = info.two_colors ? (index ? 255 : 0) : index;
+    return;
+  }
   const size_t at = size_t(index) * 3;
   if (at + 3 <= info.palette.size()) {
     std::memcpy(px, &info.palette[at], 3);
@@ -173,7 +191,9 @@ DecodedImage decode_bmp(const std::string& b, const ImageLimits& limits) {
   }
 
   const size_t stride = ((w * size_t(bits) + 31) / 32) * 4;
-  FOVEA_CHECK(info.pixel_offset <= b.size() && b.size() - info.pixel_offset >= stride * h,
+  // The last row's padding may be missing (Pillow does not need it).
+  const size_t needed = stride * (h - 1) + (w * size_t(bits) + 7) / 8;
+  FOVEA_CHECK(info.pixel_offset <= b.size() && b.size() - info.pixel_offset >= needed,
               "BMP: not enough image data");
   const uint32_t default16[3] = {0x7c00, 0x3e0, 0x1f}, default32[3] = {0xff0000, 0xff00, 0xff};
   const uint32_t* masks = comp == kRaw ? (bits == 16 ? default16 : default32) : info.masks;

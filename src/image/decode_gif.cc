@@ -97,7 +97,10 @@ DecodedImage decode_gif(const std::string& bytes, const ImageLimits& limits) {
   const std::vector<int> order = frame_row_order(frame.Height, frame.Interlace);
   for (int i = 0; i < frame.Height; ++i) {
     uint8_t* row = indices.data() + (size_t(frame.Top) + order[i]) * width + frame.Left;
-    FOVEA_CHECK(DGifGetLine(gif, row, frame.Width) == GIF_OK, "GIF: ", gif_error(gif->Error));
+    // After the last row giflib also drains the frame's trailing blocks; a file cut off there still holds
+    // every pixel (Pillow stops reading once the frame is complete), so only earlier failures count.
+    const bool ok = DGifGetLine(gif, row, frame.Width) == GIF_OK;
+    FOVEA_CHECK(ok || i == frame.Height - 1, "GIF: ", gif_error(gif->Error));
   }
 
   const ColorMapObject* map = frame.ColorMap ? frame.ColorMap : gif->SColorMap;
