@@ -9,7 +9,7 @@ bin=${1:-build-cuda/tests/backend/test_ops}
 out=${OUT:-out-ops}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$out/gpu.txt" 2>&1
-timeout 300 "$bin" > "$out/test_ops.log" 2>&1
+timeout 300 "$bin" --gtest_repeat=3 > "$out/test_ops.log" 2>&1  # fresh random inputs each repeat
 echo "test_ops rc=$?" >> "$out/summary.txt"
 if [ "${SKIP_PERF:-0}" != 1 ]; then
   FOVEA_OPS_PERF=1 timeout 200 "$bin" --gtest_filter='OpsPerf.*' > "$out/perf.log" 2>&1
@@ -20,9 +20,14 @@ if [ "${SKIP_MEMCHECK:-0}" != 1 ] && command -v compute-sanitizer >/dev/null; th
     --gtest_filter='PagedOpsTest.*:OpsTest.EmbeddingScatterGather:OpsTest.PixelShuffle:OpsTest.RopeAndKvWrite' \
     > "$out/memcheck.log" 2>&1
   echo "memcheck rc=$?" >> "$out/summary.txt"
+  # Shared-memory races in the attention kernels (cp.async double buffering, warp-uniform skips).
+  timeout 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin" \
+    --gtest_filter='PagedOpsTest.PrefillAndChunkedPrefill:OpsTest.AttentionDense' > "$out/racecheck.log" 2>&1
+  echo "racecheck rc=$?" >> "$out/summary.txt"
 fi
 cat "$out/gpu.txt"
 grep -E "^\[  (FAILED|PASSED|SKIPPED) |Failure|error|normalised|unwritten" "$out/test_ops.log" | head -60
 [ -f "$out/perf.log" ] && grep -E "ms|FAILED" "$out/perf.log"
-[ -f "$out/memcheck.log" ] && tail -5 "$out/memcheck.log"
+[ -f "$out/memcheck.log" ] && tail -3 "$out/memcheck.log"
+[ -f "$out/racecheck.log" ] && tail -3 "$out/racecheck.log"
 cat "$out/summary.txt"

@@ -110,6 +110,18 @@ class Backend {
   virtual void argmax(const Tensor& logits, Tensor& ids) = 0;
   // out[b,k] = log_softmax(logits[b])[ids[b,k]]; ids [B,K] I32, out [B,K] F32.
   virtual void log_softmax_gather(const Tensor& logits, const Tensor& ids, Tensor& out) = 0;
+
+  // ---- optional: recorded op sequences (CUDA graphs) ----
+  // Where supports_graphs() is true, ops issued between graph_begin() and graph_end() are recorded, not run;
+  // graph_launch(handle) replays them on the same tensors (same addresses: change inputs by writing into them,
+  // e.g. copy() or upload() outside recording). While recording, call only ops (no upload, download,
+  // synchronize or alloc). The defaults do nothing: on a backend without graphs, ops run immediately and a
+  // caller must check supports_graphs() before relying on replay.
+  virtual bool supports_graphs() const { return false; }
+  virtual void graph_begin() {}
+  virtual int graph_end() { return -1; }  // a handle for graph_launch
+  virtual void graph_launch(int handle) {}
+  virtual void graph_release(int handle) {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

@@ -1,6 +1,6 @@
 // Flash attention for both layouts (see attention_common.cuh): online softmax over 64-key tiles, no score
 // matrix in memory. The tensor-core kernel (mma.sync m16n8k16, bf16 in, f32 accumulate) serves head dims up
-// to 128, padded to 32, 64 or 128 with zeros; a SIMT kernel (one warp per query row) serves head dims up to 256.
+// to 128, padded to 32, 64 or 128 with zeros, with K/V tiles double-buffered through cp.async; a SIMT kernel (one warp per query row) serves head dims up to 256.
 #include <cmath>
 
 #include "backend/cuda/attention_common.cuh"
@@ -35,26 +35,39 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// Copies a 64-row tile of head_dim-long rows into shared memory (row stride kPad + 8 elements, which keeps the
-// 32-bit fragment loads and ldmatrix free of bank conflicts). Rows for which row_ptr returns null and columns
-// past head_dim are zero: padded dims must add nothing to Q·K, and masked V rows must not be NaN garbage.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const uint32_t addr = uint32_t(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// 16-byte asynchronous copy global -> shared; with valid == false it writes 16 zero bytes and reads nothing
+// (src_size 0), `src` then only has to be some valid address.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const uint32_t addr = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Starts copying a 64-row tile of head_dim-long rows into shared memory (row stride kPad + 8 elements, which
+// keeps ldmatrix free of bank conflicts). Rows for which row_ptr returns null and columns past head_dim become
+// zeros: padded dims must add nothing to Q·K, and masked V rows must not be NaN garbage.
 template <int kPad, typename RowPtr>
-__device__ __forceinline__ void load_tile(__nv_bfloat16* tile, int head_dim, RowPtr row_ptr) {
+__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, int head_dim, const void* any_valid,
+                                                RowPtr row_ptr) {
   constexpr int kStride = kPad + 8, kChunks = kPad / 8;
   constexpr int kPerThread = kTileRows * kChunks / (kWarps * 32);
-  uint4 staged[kPerThread];
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     const int chunk = threadIdx.x + i * kWarps * 32;
     const int row = chunk / kChunks, col = (chunk % kChunks) * 8;
     const __nv_bfloat16* src = col < head_dim ? row_ptr(row) : nullptr;
-    staged[i] = src ? *reinterpret_cast<const uint4*>(src + col) : make_uint4(0, 0, 0, 0);
-  }
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int chunk = threadIdx.x + i * kWarps * 32;
-    const int row = chunk / kChunks, col = (chunk % kChunks) * 8;
-    *reinterpret_cast<uint4*>(tile + row * kStride + col) = staged[i];
+    cp_async16(tile + row * kStride + col, src ? src + col : any_valid, src != nullptr);
   }
 }
 
@@ -62,23 +75,41 @@ template <int kPad>
 __global__ void __launch_bounds__(kWarps * 32) flash_attention_mma(AttentionProblem p) {
   constexpr int kStride = kPad + 8, kSteps = kPad / 16, kKeyTiles = kTileKeys / 8, kDimTiles = kPad / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Q tile, then two stages of (K tile, V tile): the next tile's copy runs while this one is computed on.
   __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  __nv_bfloat16* sK = sQ + kTileRows * kStride;
-  __nv_bfloat16* sV = sK + kTileKeys * kStride;
+  auto stage_k = [&](int stage) { return sQ + (kTileRows + 2 * stage * kTileKeys) * kStride; };
+  auto stage_v = [&](int stage) { return stage_k(stage) + kTileKeys * kStride; };
 
   const int seq = blockIdx.z, kv_head = blockIdx.y;
   const SequenceSpan span = sequence_span(p, seq);
-  const int row0 = blockIdx.x * kTileRows;
+  // Causal blocks late in a sequence see the most keys: schedule them first so the grid's tail is short.
+  const int row_tile = p.paged ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int row0 = row_tile * kTileRows;
   if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int last_token = min(span.q_len - 1, (row0 + kTileRows - 1) / p.group);
   const int kv_end = min(span.kv_len, span.limit(last_token) + 1);
 
-  load_tile<kPad>(sQ, p.head_dim, [&](int r) -> const __nv_bfloat16* {
+  load_tile_async<kPad>(sQ, p.head_dim, p.qkv, [&](int r) -> const __nv_bfloat16* {
     const int token = (row0 + r) / p.group;
     if (token >= span.q_len) return nullptr;
     return query_ptr(p, span, token, kv_head * p.group + (row0 + r) % p.group);
   });
+  cp_async_commit();
+  auto issue_kv = [&](int tile) {
+    const int key0 = tile * kTileKeys;
+    for (int which = 0; which < 2; ++which) {
+      load_tile_async<kPad>(which ? stage_v(tile & 1) : stage_k(tile & 1), p.head_dim, p.qkv,
+                            [&](int r) -> const __nv_bfloat16* {
+                              const int pos = key0 + r;
+                              return pos < kv_end ? kv_ptr(p, span, seq, pos, kv_head, which) : nullptr;
+                            });
+    }
+  };
+  const int num_tiles = (kv_end + kTileKeys - 1) / kTileKeys;
+  if (num_tiles > 0) issue_kv(0);
+  cp_async_commit();
+  cp_async_wait<1>();  // Q has landed; tile 0 may still be in flight
   __syncthreads();
 
   // This thread's two rows (g and g + 8 of its warp's 16) and the last key each may see (-1: padding row).
@@ -106,76 +137,81 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention_mma(AttentionProb
   float acc[kDimTiles][4] = {};
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-  for (int key0 = 0; key0 < kv_end; key0 += kTileKeys) {
-    __syncthreads();  // the previous step's readers of sK/sV are done
-    for (int which = 0; which < 2; ++which) {
-      load_tile<kPad>(which ? sV : sK, p.head_dim, [&](int r) -> const __nv_bfloat16* {
-        const int pos = key0 + r;
-        return pos < kv_end ? kv_ptr(p, span, seq, pos, kv_head, which) : nullptr;
-      });
-    }
-    __syncthreads();
-    if (!warp_active || key0 > warp_key_limit) continue;  // nothing this warp may see in this tile
-
-    float s[kKeyTiles][4] = {};
+  for (int tile = 0; tile < num_tiles; ++tile) {
+    if (tile + 1 < num_tiles) issue_kv(tile + 1);
+    cp_async_commit();  // possibly empty, so that wait<1> always means "all but the newest group"
+    cp_async_wait<1>();
+    __syncthreads();  // tile `tile` is visible to every warp
+    const int key0 = tile * kTileKeys;
+    const __nv_bfloat16* sK = stage_k(tile & 1);
+    const __nv_bfloat16* sV = stage_v(tile & 1);
+    // Warps with nothing visible in this tile (padding rows, causal future) skip the math but keep the
+    // barriers: the condition is warp-uniform, not block-uniform.
+    if (warp_active && key0 <= warp_key_limit) {
+      float s[kKeyTiles][4] = {};
 #pragma unroll
-    for (int k = 0; k < kSteps; ++k) {
+      for (int k = 0; k < kSteps; ++k) {
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; n += 2) {
+          // One ldmatrix gives the B fragments of key tiles n and n + 1 for this k-step.
+          uint32_t k_frag[4];
+          ldmatrix_x4(k_frag, sK + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + k * 16 + ((lane >> 3) & 1) * 8);
+          mma_bf16(s[n], q_frag[k], k_frag[0], k_frag[1]);
+          mma_bf16(s[n + 1], q_frag[k], k_frag[2], k_frag[3]);
+        }
+      }
+      // Mask, then the online-softmax update for rows g (h = 0) and g + 8 (h = 1).
+      float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
       for (int n = 0; n < kKeyTiles; ++n) {
-        const __nv_bfloat16* kb = sK + (n * 8 + g) * kStride + k * 16 + 2 * t;
-        mma_bf16(s[n], q_frag[k], *reinterpret_cast<const uint32_t*>(kb), *reinterpret_cast<const uint32_t*>(kb + 8));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2, key = key0 + n * 8 + 2 * t + (e & 1);
+          if (key > key_limit[h]) s[n][e] = -INFINITY;
+          tile_max[h] = fmaxf(tile_max[h], s[n][e]);
+        }
+      }
+      float correction[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+        const float new_max = fmaxf(row_max[h], tile_max[h]);
+        // A row with nothing visible yet keeps max -inf; use 0 as its base so exp2 gives 0, not NaN.
+        const float base = new_max == -INFINITY ? 0.f : new_max * p.scale_log2;
+        correction[h] = row_max[h] == -INFINITY ? 0.f : exp2f(row_max[h] * p.scale_log2 - base);
+        row_max[h] = new_max;
+        row_sum[h] *= correction[h];
+#pragma unroll
+        for (int n = 0; n < kKeyTiles; ++n) {
+          s[n][2 * h] = exp2f(s[n][2 * h] * p.scale_log2 - base);
+          s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] * p.scale_log2 - base);
+          row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
+        }
+      }
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        acc[d][0] *= correction[0];
+        acc[d][1] *= correction[0];
+        acc[d][2] *= correction[1];
+        acc[d][3] *= correction[1];
+      }
+      // O += P·V: the S accumulators of key tiles 2k and 2k+1 are exactly the A fragment of k-step k.
+#pragma unroll
+      for (int k = 0; k < kTileKeys / 16; ++k) {
+        const uint32_t p_frag[4] = {pack_bf16(s[2 * k][0], s[2 * k][1]), pack_bf16(s[2 * k][2], s[2 * k][3]),
+                                    pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                    pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+        for (int d = 0; d < kDimTiles; d += 2) {
+          uint32_t v_frag[4];
+          ldmatrix_x4_trans(v_frag, sV + (k * 16 + (lane & 15)) * kStride + d * 8 + (lane >> 4) * 8);
+          mma_bf16(acc[d], p_frag, v_frag[0], v_frag[1]);
+          mma_bf16(acc[d + 1], p_frag, v_frag[2], v_frag[3]);
+        }
       }
     }
-    // Mask, then the online-softmax update for rows g (h = 0) and g + 8 (h = 1).
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, key = key0 + n * 8 + 2 * t + (e & 1);
-        if (key > key_limit[h]) s[n][e] = -INFINITY;
-        tile_max[h] = fmaxf(tile_max[h], s[n][e]);
-      }
-    }
-    float correction[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-      const float new_max = fmaxf(row_max[h], tile_max[h]);
-      // A row with nothing visible yet keeps max -inf; use 0 as its base so exp2 gives 0, not NaN.
-      const float base = new_max == -INFINITY ? 0.f : new_max * p.scale_log2;
-      correction[h] = row_max[h] == -INFINITY ? 0.f : exp2f(row_max[h] * p.scale_log2 - base);
-      row_max[h] = new_max;
-      row_sum[h] *= correction[h];
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-        s[n][2 * h] = exp2f(s[n][2 * h] * p.scale_log2 - base);
-        s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] * p.scale_log2 - base);
-        row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < kDimTiles; ++d) {
-      acc[d][0] *= correction[0];
-      acc[d][1] *= correction[0];
-      acc[d][2] *= correction[1];
-      acc[d][3] *= correction[1];
-    }
-    // O += P·V: the S accumulators of key tiles 2k and 2k+1 are exactly the A fragment of k-step k.
-#pragma unroll
-    for (int k = 0; k < kTileKeys / 16; ++k) {
-      const uint32_t p_frag[4] = {pack_bf16(s[2 * k][0], s[2 * k][1]), pack_bf16(s[2 * k][2], s[2 * k][3]),
-                                  pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                  pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3])};
-#pragma unroll
-      for (int d = 0; d < kDimTiles; d += 2) {
-        uint32_t v_frag[4];
-        ldmatrix_x4_trans(v_frag, sV + (k * 16 + (lane & 15)) * kStride + d * 8 + (lane >> 4) * 8);
-        mma_bf16(acc[d], p_frag, v_frag[0], v_frag[1]);
-        mma_bf16(acc[d + 1], p_frag, v_frag[2], v_frag[3]);
-      }
-    }
+    __syncthreads();  // everyone is done with this stage before the next iteration refills it
   }
 
 #pragma unroll
@@ -236,17 +272,21 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
 }
 
 template <int kPad>
+constexpr int mma_smem_bytes() {
+  return (kTileRows + 4 * kTileKeys) * (kPad + 8) * 2;  // Q + 2 stages of K and V
+}
+
+template <int kPad>
+void set_smem_limit() {
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        mma_smem_bytes<kPad>()));
+}
+
+template <int kPad>
 void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  constexpr int kSmem = (kTileRows + 2 * kTileKeys) * (kPad + 8) * 2;
-  static bool attribute_set = false;  // raising the limit once per instantiation is enough
-  if (!attribute_set) {
-    FOVEA_CUDA_CHECK(
-        cudaFuncSetAttribute(flash_attention_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    attribute_set = true;
-  }
   const int row_tiles = int((int64_t(max_q_len) * p.group + kTileRows - 1) / kTileRows);
   const dim3 grid(row_tiles, p.kv_heads, num_seqs);
-  flash_attention_mma<kPad><<<grid, kWarps * 32, kSmem, stream>>>(p);
+  flash_attention_mma<kPad><<<grid, kWarps * 32, mma_smem_bytes<kPad>(), stream>>>(p);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
@@ -275,6 +315,12 @@ AttentionProblem base_problem(const bf16* qkv, bf16* out, int heads, int kv_head
 }
 
 }  // namespace
+
+void prepare_attention_kernels() {
+  set_smem_limit<32>();
+  set_smem_limit<64>();
+  set_smem_limit<128>();
+}
 
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream) {
   AttentionProblem p = base_problem(a.qkv, a.out, a.heads, a.heads, a.head_dim);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 
 namespace fovea {
 namespace cuda {
@@ -52,10 +53,13 @@ CudaBackend::CudaBackend(int device_index)
   FOVEA_CUDA_CHECK(cudaMalloc(&error_flag_, sizeof(int)));
   FOVEA_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   gemm_ = std::make_unique<LtGemm>(stream_);
+  prepare_attention_kernels();
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 CudaBackend::~CudaBackend() {
+  for (cudaGraphExec_t graph : graphs_)
+    if (graph) cudaGraphExecDestroy(graph);
   gemm_.reset();
   if (stream_) cudaStreamSynchronize(stream_);
   if (error_flag_) cudaFree(error_flag_);
@@ -141,6 +145,35 @@ void CudaBackend::synchronize() {
     FOVEA_FAIL("a CUDA op met an out-of-range index (embedding id, row index, KV slot or token id); it was "
                "clamped or skipped");
   }
+}
+
+// Thread-local capture: only this thread's calls are recorded, and a forbidden call from it (a synchronous copy,
+// say) fails the capture with an error instead of silently running.
+void CudaBackend::graph_begin() {
+  FOVEA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+}
+
+int CudaBackend::graph_end() {
+  cudaGraph_t graph = nullptr;
+  FOVEA_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  FOVEA_CUDA_CHECK(status);
+  graphs_.push_back(exec);
+  return int(graphs_.size()) - 1;
+}
+
+void CudaBackend::graph_launch(int handle) {
+  FOVEA_CHECK(handle >= 0 && size_t(handle) < graphs_.size() && graphs_[size_t(handle)],
+              "graph_launch: no graph ", handle);
+  FOVEA_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(handle)], stream_));
+}
+
+void CudaBackend::graph_release(int handle) {
+  if (handle < 0 || size_t(handle) >= graphs_.size() || !graphs_[size_t(handle)]) return;
+  FOVEA_CUDA_CHECK(cudaGraphExecDestroy(graphs_[size_t(handle)]));
+  graphs_[size_t(handle)] = nullptr;
 }
 
 }  // namespace cuda

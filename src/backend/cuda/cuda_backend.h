@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/gemm_lt.h"
@@ -55,6 +56,12 @@ class CudaBackend final : public Backend {
   void argmax(const Tensor& logits, Tensor& ids) override;
   void log_softmax_gather(const Tensor& logits, const Tensor& ids, Tensor& out) override;
 
+  bool supports_graphs() const override { return true; }
+  void graph_begin() override;
+  int graph_end() override;
+  void graph_launch(int handle) override;
+  void graph_release(int handle) override;
+
   cudaStream_t stream() const { return stream_; }
 
  private:
@@ -63,6 +70,7 @@ class CudaBackend final : public Backend {
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
   std::unique_ptr<LtGemm> gemm_;
+  std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released
 };
 
 }  // namespace fovea::cuda

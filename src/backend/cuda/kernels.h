@@ -59,6 +59,9 @@ struct PagedAttentionArgs {
   int num_seqs, max_q_len, max_ctx_len, max_blocks_per_seq, block_size, heads, kv_heads, head_dim;
   int64_t num_blocks;  // of the cache, to keep bad block-table entries from reading out of bounds
 };
+// Raises the attention kernels' shared-memory limits; called once at backend construction, so that no such
+// call happens while a graph is being recorded.
+void prepare_attention_kernels();
 void launch_attention_dense(const DenseAttentionArgs& args, cudaStream_t stream);
 void launch_paged_attention(const PagedAttentionArgs& args, cudaStream_t stream);
 
