@@ -2,7 +2,7 @@
 // NB rows of w into NR-wide panels laid out k-major, then a register micro-kernel updates MR×NR outputs with
 // one broadcast of x per row and two vector loads of the panel per k. Each output sums k in order within a
 // slice and the slices in order, so the result does not depend on the thread count (it may differ in the last
-// bits between CPUs with and without FMA: the kernel is cloned for AVX2+FMA).
+// bits between CPUs with and without FMA: the kernel is cloned for AVX+FMA).
 #include "backend/cpu/cpu_gemm.h"
 
 #include <algorithm>
@@ -23,7 +23,7 @@ constexpr int kNB = 128;  // columns of y per task (multiple of kNR)
 typedef float v8f __attribute__((vector_size(32)));
 
 // acc[r*kNB + j] += sum_k x_rows[r][k] * panel[k*kNR + j] for r < kMR, j < kNR.
-__attribute__((target_clones("arch=haswell", "default"))) void micro_kernel(const float* const* x_rows,
+__attribute__((target_clones("fma", "default"))) void micro_kernel(const float* const* x_rows,
                                                                             const float* panel, int kc,
                                                                             float* acc) {
   v8f c[kMR][2];
@@ -101,16 +101,21 @@ void run_block(const GemmArgs& g, int64_t m0, int64_t n0) {
 }  // namespace
 
 void gemm_nt(const float* x, const float* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K,
-             Activation act) {
+             Activation act, bool parallel) {
   if (M == 0 || N == 0) return;
   const GemmArgs args{x, w, bias, y, M, N, K, act};
   const int64_t m_blocks = (M + kMB - 1) / kMB;
   const int64_t n_blocks = (N + kNB - 1) / kNB;
   const double block_flops = 2.0 * double(std::min<int64_t>(M, kMB)) * double(std::min<int64_t>(N, kNB)) *
                              double(std::max<int64_t>(K, 1));
-  parallel_rows(m_blocks * n_blocks, block_flops, [&](int64_t begin, int64_t end) {
+  auto blocks = [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) run_block(args, (b / n_blocks) * kMB, (b % n_blocks) * kNB);
-  });
+  };
+  if (parallel) {
+    parallel_rows(m_blocks * n_blocks, block_flops, blocks);
+  } else {
+    blocks(0, m_blocks * n_blocks);
+  }
 }
 
 }  // namespace fovea::cpu

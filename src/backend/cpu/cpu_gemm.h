@@ -7,8 +7,9 @@
 
 namespace fovea::cpu {
 
-// bias may be null. x, w, y are row-major and contiguous; y must not alias x or w.
+// bias may be null. x, w, y are row-major and contiguous; y must not alias x or w. With parallel = false it
+// runs on the calling thread only (for callers already inside a parallel loop: the pool does not nest).
 void gemm_nt(const float* x, const float* w, const float* bias, float* y, int64_t M, int64_t N, int64_t K,
-             Activation act);
+             Activation act, bool parallel = true);
 
 }  // namespace fovea::cpu

@@ -1,7 +1,9 @@
 // Vision ops of CpuBackend: patchify, ViT embeddings, dense (non-causal) attention and InternVL's pixel shuffle.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_util.h"
 
@@ -59,25 +61,37 @@ void CpuBackend::attention_dense(const Tensor& qkv, int batch, int tokens, int h
   check_matrix(qkv, batch * T, 3 * HD, "attention_dense", "qkv");
   check_matrix(out, batch * T, HD, "attention_dense", "out");
   const float scale = 1.0f / std::sqrt(float(D));
-  // One task per (image, head): pack that head's keys and values contiguously, then one softmax row per query.
-  parallel_rows(int64_t(batch) * heads, 4.0 * double(T) * double(T) * double(D), [&](int64_t begin, int64_t end) {
-    std::vector<float> keys(static_cast<size_t>(T * D)), values(keys.size()), scores(static_cast<size_t>(T));
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / heads, h = task % heads;
+  // Per (image, head): pack Q, K and V^T contiguously, then each block of queries is two small GEMMs around a
+  // row softmax: scores = Q_blk K^T * scale, out = softmax(scores) V.
+  constexpr int64_t kQueryBlock = 32;
+  std::vector<float> q(static_cast<size_t>(T * D)), k(q.size()), v_t(q.size());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
       const float* rows = qkv.ptr<float>() + b * T * 3 * HD;
       for (int64_t j = 0; j < T; ++j) {
-        std::copy_n(rows + j * 3 * HD + HD + h * D, D, keys.data() + j * D);
-        std::copy_n(rows + j * 3 * HD + 2 * HD + h * D, D, values.data() + j * D);
+        const float* row = rows + j * 3 * HD + h * D;
+        std::copy_n(row, D, q.data() + j * D);
+        std::copy_n(row + HD, D, k.data() + j * D);
+        for (int64_t d = 0; d < D; ++d) v_t[size_t(d * T + j)] = row[2 * HD + d];
       }
-      for (int64_t i = 0; i < T; ++i) {
-        const float* q = rows + i * 3 * HD + h * D;
-        for (int64_t j = 0; j < T; ++j) scores[size_t(j)] = cpu::dot(q, keys.data() + j * D, D) * scale;
-        const float inv_sum = cpu::exp_normalize(scores.data(), T);
-        float* o = out.ptr<float>() + (b * T + i) * HD + h * D;
-        cpu::weighted_row_sum(scores.data(), T, values.data(), D, D, inv_sum, o);
-      }
+      const int64_t blocks = (T + kQueryBlock - 1) / kQueryBlock;
+      parallel_rows(blocks, 4.0 * double(kQueryBlock) * double(T) * double(D), [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(static_cast<size_t>(kQueryBlock * T)), o(static_cast<size_t>(kQueryBlock * D));
+        for (int64_t blk = begin; blk < end; ++blk) {
+          const int64_t i0 = blk * kQueryBlock, n = std::min(kQueryBlock, T - i0);
+          cpu::gemm_nt(q.data() + i0 * D, k.data(), nullptr, scores.data(), n, T, D, Activation::None, false);
+          for (int64_t i = 0; i < n; ++i) {
+            float* s = scores.data() + i * T;
+            for (int64_t j = 0; j < T; ++j) s[j] *= scale;
+            const float inv_sum = cpu::exp_normalize(s, T);
+            for (int64_t j = 0; j < T; ++j) s[j] *= inv_sum;
+          }
+          cpu::gemm_nt(scores.data(), v_t.data(), nullptr, o.data(), n, D, T, Activation::None, false);
+          for (int64_t i = 0; i < n; ++i)
+            std::copy_n(o.data() + i * D, D, out.ptr<float>() + (b * T + i0 + i) * HD + h * D);
+        }
+      });
     }
-  });
 }
 
 void CpuBackend::pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y) {
