@@ -5,6 +5,7 @@ finished. Writes a JSON summary; the JSONL itself is what compare.py reads.
 """
 import argparse
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -126,6 +127,7 @@ def run(args):
                "qpm_steady": steady_qpm(records, watcher.times),
                "qpm_wall": 60.0 * len(records) / wall if records else None,
                "peak_gpu_mem_gb": sampler.peak_mib * 1.048576e6 / 1e9 if sampler.peak_mib else None,
+               "qpm_reported": reported_qpm(tail(args.log, 4000)),
                "log_tail": tail(args.log, 2000)}
     common.write_json(args.summary, summary)
     common.log(f"fovea {args.name}: {len(records)}/{len(tasks)} done ({len(errors)} errors) in {wall:.1f} s, "
@@ -140,6 +142,12 @@ def tail(path, chars):
             return f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def reported_qpm(log_text):
+    """The QPM of fovea run's own final line ("done: N/M tasks, F failed, TIME, X QPM"), if it printed one."""
+    found = re.findall(r"done: .*?([0-9.]+) QPM", log_text)
+    return float(found[-1]) if found else None
 
 
 def fmt(x):

@@ -107,11 +107,11 @@ def write_tokenizer(out, variant, tokenizer_path):
         "eos_token": "</s>" if variant == "internlm2" else "<|im_end|>"})
 
 
-def annotate_config(out, variant):
+def annotate_config(out, template):
     """The -hf config names no chat template; the original format's `template` key says which one."""
     path = os.path.join(out, "config.json")
     cfg = common.read_json(path)
-    cfg["template"] = common.VARIANT_IDS[variant]["template"]
+    cfg["template"] = template
     common.write_json(path, cfg)
 
 
@@ -135,7 +135,7 @@ def make(args):
     os.makedirs(args.out, exist_ok=True)
     model.save_pretrained(args.out, max_shard_size=args.shard_size)
     write_tokenizer(args.out, args.variant, args.tokenizer)
-    annotate_config(args.out, args.variant)
+    annotate_config(args.out, args.template or common.VARIANT_IDS[args.variant]["template"])
     t_saved = time.time()
     info = {"dir": os.path.abspath(args.out), "variant": args.variant, "tiny": args.tiny, "seed": args.seed,
             "std": args.std, "perturbed": not args.plain_init, "dtype": args.dtype, "params": params,
@@ -154,6 +154,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--variant", choices=sorted(common.VARIANT_IDS), default="internlm2")
     p.add_argument("--tokenizer", default="", help="tokenizer.model file, or a folder of tokenizer files")
+    p.add_argument("--template", choices=sorted(common.TEMPLATES), help="written to config.json; default: the variant's")
     p.add_argument("--tiny", action="store_true", help="small shapes for a CPU check")
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")

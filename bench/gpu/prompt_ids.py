@@ -21,14 +21,15 @@ def fovea_tokenize(fovea, tokenizer, text):
     return [int(tok) for tok in proc.stdout.split()]
 
 
-def build(fovea, tokenizer, variant, question=common.QUESTION):
+def build(fovea, tokenizer, variant, template_name=None, question=common.QUESTION):
     ids = common.VARIANT_IDS[variant]
-    template = common.TEMPLATES[ids["template"]]
+    template_name = template_name or ids["template"]
+    template = common.TEMPLATES[template_name]
     before_text = template["before_image"].format(system=template["system"])
     after_text = template["after_image"].format(question=question)
     before = ([ids["bos"]] if ids["bos"] is not None else []) + fovea_tokenize(fovea, tokenizer, before_text)
     after = fovea_tokenize(fovea, tokenizer, after_text)
-    return {"variant": variant, "template": ids["template"], "before": before, "after": after,
+    return {"variant": variant, "template": template_name, "before": before, "after": after,
             "img_start": ids["img_start"], "img_end": ids["img_end"], "img_context": ids["img_context"],
             "text_tokens": len(before) + len(after) + 2, "before_text": before_text, "after_text": after_text}
 
@@ -43,14 +44,15 @@ def main():
     p.add_argument("--fovea", required=True, help="the fovea binary")
     p.add_argument("--tokenizer", required=True, help="tokenizer.model / tokenizer folder (the model dir works)")
     p.add_argument("--variant", choices=sorted(common.VARIANT_IDS), default="internlm2")
+    p.add_argument("--template", choices=sorted(common.TEMPLATES), help="default: the variant's own")
     p.add_argument("--out", required=True, help="prompt.json to write")
     args = p.parse_args()
-    prompt = build(args.fovea, args.tokenizer, args.variant)
+    prompt = build(args.fovea, args.tokenizer, args.variant, args.template)
     common.write_json(args.out, prompt)
     # Sanity: the template's special tokens must have come out as single ids, not as text pieces.
     specials = {"internlm2": [92543, 92542], "qwen2": [151644, 151645]}[args.variant]
     missing = [s for s in specials if s not in prompt["before"] + prompt["after"]]
-    common.log(f"prompt: {prompt['text_tokens']} text tokens ({len(prompt['before'])} before the image, "
+    common.log(f"prompt ({prompt['template']}): {prompt['text_tokens']} text tokens ({len(prompt['before'])} before the image, "
                f"{len(prompt['after'])} after){'; MISSING special ids ' + str(missing) if missing else ''}")
     if missing:
         sys.exit(1)

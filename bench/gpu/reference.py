@@ -25,6 +25,13 @@ def sync(device):
 def load_model(model_dir, device, dtype, attn):
     import torch
     from transformers import InternVLForConditionalGeneration
+    if device.startswith("cuda"):
+        try:  # straight onto the GPU: no 16 GB detour through host memory
+            model = InternVLForConditionalGeneration.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn,
+                                                                     device_map=device)
+            return model.eval()
+        except (ImportError, ValueError) as e:
+            common.log(f"reference: device_map load failed ({e}); loading on the host")
     model = InternVLForConditionalGeneration.from_pretrained(model_dir, dtype=dtype, attn_implementation=attn)
     return model.to(device).eval()
 

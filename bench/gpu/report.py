@@ -90,7 +90,8 @@ def render(data):
              f"{model.get('std')}, constants perturbed: {model.get('perturbed')})",
              f"- workload: {len(workload.get('requests', []))} listing photos, {workload.get('unique_images')} "
              f"unique, mean {f(workload.get('mean_official_tiles'), '.2f')} official tiles, "
-             f"{d.get('text_tokens')} text tokens, {f(d.get('mean_tflop_per_request'), '.1f')} TFLOP/request",
+             f"{d.get('text_tokens')} text tokens ({(data['prompt'] or {}).get('template', '?')} template), "
+             f"{f(d.get('mean_tflop_per_request'), '.1f')} TFLOP/request",
              "", "| engine | QPM | x transformers e2e | x bf16 floor | MFU | requests |",
              "|---|---|---|---|---|---|",
              f"| FLOP floor bf16 ({f(gemm.get('bf16_peak_tflops'), '.0f')} TFLOP/s) | {f(d.get('floor_qpm_bf16'))} "
@@ -104,7 +105,8 @@ def render(data):
         elif row.get("exit_code") not in (None, 0):
             done += f" exit {row['exit_code']}"
         lines.append(f"| {row['engine']} | {f(row['qpm'])} | {f(row['x_transformers_e2e'], '.2f')} | "
-                     f"{f(row['x_floor_bf16'], '.2f')} | {f(row['mfu'] * 100 if row['mfu'] else None, '.1f')}% | "
+                     f"{f(row['x_floor_bf16'], '.2f')} | {f(row['mfu'] * 100 if row['mfu'] else None, '.1f')}"
+                     f"{'%' if row['mfu'] else ''} | "
                      f"{done} |")
     lines += ["", "| check | value |", "|---|---|"]
     tf32 = compare.get("transformers_bf16_vs_fp32")
@@ -139,6 +141,8 @@ def render(data):
     lines.append(f"| GPU memory: transformers peak allocated | {f((ref.get('e2e') or {}).get('peak_gpu_mem_gb'))} GB "
                  f"(weights {f(ref.get('weights_gpu_mem_gb'))} GB) |")
     for name, run in sorted(data["fovea"].items()):
+        if run.get("qpm_reported"):
+            lines.append(f"| Fovea {name}: QPM that fovea run itself reported | {f(run['qpm_reported'])} |")
         lines.append(f"| GPU memory: Fovea {name} (nvidia-smi peak, whole device) | "
                      f"{f(run.get('peak_gpu_mem_gb'))} GB |")
     bf = gemm.get("bf16_prefill_tflops")

@@ -5,7 +5,8 @@
 # its own timeout, capped by what is left of the total budget, and a failing step does not stop the others.
 #
 #   bench/gpu/run_all.sh [--requests 200] [--ref-requests 64] [--batch 8] [--fp32-requests 16]
-#                        [--variant internlm2|qwen2] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
+#                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
+#                        [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
@@ -14,6 +15,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/gpu
 requests=200 ref_requests=64 batch=8 fp32_requests=16 variant=internlm2 skip="" budget=540 name=h200 tiny=0
+# Fovea's loader gives every -hf checkpoint the internvl2_5 template (model_config.cc, parse_hf); the reference
+# must build the same prompt, so that is the default. --template internlm2-chat once -hf honours config "template".
+template=internvl2_5
 command_line="bench/gpu/run_all.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -22,6 +26,7 @@ while [ $# -gt 0 ]; do
     --batch) batch=$2; shift 2 ;;
     --fp32-requests) fp32_requests=$2; shift 2 ;;
     --variant) variant=$2; shift 2 ;;
+    --template) template=$2; shift 2 ;;
     --skip) skip=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
@@ -88,10 +93,11 @@ note "work $WORK, out $OUT, fovea $FOVEA, variant $variant, requests $requests, 
 step env 30 python3 $here/env_info.py "$WORK/env.json" "$command_line" "$FOVEA"
 step workload 60 python3 $here/workload.py --photos "$PHOTOS" --out "$WORK" --requests "$requests"
 step gemm 60 python3 $here/gemm_peak.py --out "$WORK/gemm.json" $gemm_flags
-step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$variant" --tokenizer "$TOKENIZER" $model_flags
+step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$variant" --tokenizer "$TOKENIZER" \
+  --template "$template" $model_flags
 cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
 step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
-  --out "$WORK/prompt.json"
+  --template "$template" --out "$WORK/prompt.json"
 fovea_step official official 180 ""
 step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WORK" --out "$WORK/ref.json" \
   --logits "$WORK/ref_logits.npz" --requests "$ref_requests" --batch "$batch" --device $device \

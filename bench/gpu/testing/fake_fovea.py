@@ -46,7 +46,8 @@ def run(args):
     import torch
     import reference
     model_dir, out_path = flag(args, "--model"), flag(args, "--output")
-    prompt = prompt_ids.build(sys.argv[0], model_dir, variant_of(model_dir))
+    template = common.read_json(os.path.join(model_dir, "config.json"), {}).get("template")
+    prompt = prompt_ids.build(sys.argv[0], model_dir, variant_of(model_dir), template)
     model = reference.load_model(model_dir, "cpu", torch.float32, "sdpa")
     with open(flag(args, "--input"), encoding="utf-8") as f:
         tasks = [json.loads(line) for line in f if line.strip()]
