@@ -17,8 +17,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-# InternLM2 ids above the SentencePiece model's 92,544 pieces, as InternVL2-8B's tokenizer adds them.
-INTERNLM2_ADDED = {"<img>": 92544, "</img>": 92545, "<IMG_CONTEXT>": 92546, "<quad>": 92547, "</quad>": 92548,
+# InternLM2 special tokens as InternVL2-8B's tokenizer_config.json declares them: 92538-92543 rename pieces that
+# tokenizer.model calls [UNUSED_TOKEN_141..146]; 92544+ lie above its 92,544 pieces.
+INTERNLM2_ADDED = {"<|plugin|>": 92538, "<|interpreter|>": 92539, "<|action_end|>": 92540,
+                   "<|action_start|>": 92541, "<|im_end|>": 92542, "<|im_start|>": 92543, "<img>": 92544, "</img>": 92545, "<IMG_CONTEXT>": 92546, "<quad>": 92547, "</quad>": 92548,
                    "<ref>": 92549, "</ref>": 92550, "<box>": 92551, "</box>": 92552}
 QWEN2_ADDED = {"<img>": 151665, "</img>": 151666, "<IMG_CONTEXT>": 151667, "<quad>": 151668,
                "</quad>": 151669, "<ref>": 151670, "</ref>": 151671, "<box>": 151672, "</box>": 151673}

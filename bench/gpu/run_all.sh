@@ -98,11 +98,11 @@ step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$varia
 cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
 step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
   --template "$template" --out "$WORK/prompt.json"
-fovea_step official official 180 ""
+fovea_step official official 150 ""
 step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WORK" --out "$WORK/ref.json" \
   --logits "$WORK/ref_logits.npz" --requests "$ref_requests" --batch "$batch" --device $device \
   --fp32-requests "$fp32_requests" $ref_flags
-fovea_step compact compact 120 ""
+fovea_step compact compact 100 ""
 runs="official:official,compact:compact"
 if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
   fovea_step fp8 official 120 "$FOVEA_FP8_ARGS"
