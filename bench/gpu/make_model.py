@@ -117,6 +117,16 @@ def annotate_config(out, template):
     common.write_json(path, cfg)
 
 
+def clear_model_dir(out):
+    """A shard or index left from an earlier model would be read with the new one: start from an empty folder,
+    but never delete a folder this script did not make."""
+    if os.path.isdir(out) and os.listdir(out):
+        if not os.path.exists(os.path.join(out, "model.json")):
+            common.die(f"{out} is not empty and holds no model.json: refusing to overwrite it")
+        shutil.rmtree(out)
+    os.makedirs(out)
+
+
 def make(args):
     import torch
     from transformers import InternVLForConditionalGeneration
@@ -134,7 +144,7 @@ def make(args):
         torch.cuda.synchronize()
     t_built = time.time()
     params = sum(p.numel() for p in model.parameters())
-    os.makedirs(args.out, exist_ok=True)
+    clear_model_dir(args.out)
     model.save_pretrained(args.out, max_shard_size=args.shard_size)
     write_tokenizer(args.out, args.variant, args.tokenizer)
     annotate_config(args.out, args.template or common.VARIANT_IDS[args.variant]["template"])

@@ -48,7 +48,9 @@ if [ "$tiny" = 1 ]; then  # a CPU rehearsal of the same pipeline at tiny shapes,
 fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
-rm -f "$WORK"/*.json "$WORK"/*.jsonl "$WORK"/*.npz "$WORK"/*.log
+# Results of an earlier run go; its workload and model stay, so `--skip model` on a warm machine reuses them.
+rm -f "$WORK"/env.json "$WORK"/gemm.json "$WORK"/prompt.json "$WORK"/ref.json "$WORK"/ref_logits.npz \
+  "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json
 LOG=$OUT/log.txt
 : > "$LOG"
 start=$(date +%s)
@@ -112,9 +114,9 @@ if [ -n "${FOVEA_BENCH_ARGS:-}" ]; then
   step fovea_bench 120 "$FOVEA" bench $FOVEA_BENCH_ARGS
 fi
 step compare 20 python3 $here/compare.py --work "$WORK" --runs "$runs" --out "$WORK/compare.json"
-step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name" > "$WORK/table.txt"
-(cd "$WORK" && tar czf "$OUT/artifacts.tar.gz" --ignore-failed-read ./*.json ./*.jsonl ./*.log ./*.txt \
+step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name"
+(cd "$WORK" && tar czf "$OUT/artifacts.tar.gz" --ignore-failed-read ./*.json ./*.jsonl ./*.log \
   model/config.json model/model.json 2>/dev/null)
 note "done in $(( $(date +%s) - start ))s; results in $OUT (report.md, report.json, log.txt, artifacts.tar.gz)"
 echo
-cat "$WORK/table.txt" 2>/dev/null || echo "no table: see $LOG"
+cat "$OUT/report.md" 2>/dev/null || echo "no table: see $LOG"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for the `fovea` binary, for rehearsing bench/gpu on a CPU before the real commands exist:
-`tokenize` (a made-up but deterministic tokenizer that keeps the chat template's special tokens) and `run`
+`tokenize` (a made-up but deterministic tokenizer that keeps the chat template's special tokens, or the real
+one of FAKE_FOVEA_TOKENIZE_WITH=path/to/fovea) and `run`
 (answers every task with transformers itself, so the comparison must come out at 100%). Never used on the GPU.
 """
 import json
@@ -28,6 +29,9 @@ def variant_of(path):
 
 
 def tokenize(args):
+    real = os.environ.get("FAKE_FOVEA_TOKENIZE_WITH")  # a real fovea binary that has `tokenize` only
+    if real:
+        os.execv(real, [real, "tokenize"] + args)
     specials = SPECIALS[variant_of(flag(args, "--tokenizer"))]
     text, ids = sys.stdin.read(), []
     while text:
