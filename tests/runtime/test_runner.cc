@@ -1,0 +1,219 @@
+// Host-side pieces of the runtime (vision pool, step planning, vision refs) and InternVLRunner's behaviour on
+// the demo checkpoint: full-size 448px tiles, bf16 weights, memory report, errors that leave it usable.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "backend/backend.h"
+#include "model/demo_model.h"
+#include "runtime/internvl_runner.h"
+#include "runtime/simple_generate.h"
+#include "runtime/step_plan.h"
+#include "runtime/vision_pool.h"
+
+namespace fovea {
+namespace {
+
+TEST(VisionPool, AcquireReleaseReusesAnyFreeSlots) {
+  auto be = make_cpu_backend();
+  VisionPool pool(*be, 5, 4, 3);
+  EXPECT_EQ(pool.bytes(), size_t(5 * 4 * 3 * 4));
+  const int64_t a = pool.acquire(2), b = pool.acquire(2);
+  EXPECT_EQ(pool.free_tiles(), 1);
+  EXPECT_THROW(pool.acquire(2), Error);
+  pool.release(a);
+  const int64_t c = pool.acquire(3);  // slots 0, 1 (freed) and 4: not adjacent
+  EXPECT_EQ(pool.slots(c), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(pool.slots(b), (std::vector<int>{2, 3}));
+  EXPECT_THROW(pool.release(a), Error);
+  EXPECT_THROW(pool.slots(12345), Error);
+  EXPECT_EQ(pool.slot_rows(4).shape, (Shape{4, 3}));
+}
+
+class StepPlanTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> be = make_cpu_backend();
+  VisionPool pool{*be, 4, 4, 2};  // 4 rows per tile
+  StepLimits limits{/*max_tokens=*/32, /*max_seqs=*/4, /*max_table_entries=*/16, /*vocab=*/100,
+                    /*block_size=*/4, /*kv_blocks=*/10};
+
+  static SeqChunk chunk(std::vector<int32_t> tokens, int start, std::vector<int32_t> table) {
+    SeqChunk c;
+    c.tokens = std::move(tokens);
+    c.start_pos = start;
+    c.block_table = std::move(table);
+    return c;
+  }
+};
+
+TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
+  const int64_t image = pool.acquire(2);  // slots 0, 1: rows 0-3 in slot 0, 4-7 in slot 1
+  SeqChunk a = chunk({1, 2, 3}, 5, {7, 3});  // positions 5..7 -> block 3 rows 1..3
+  a.sample = true;
+  SeqChunk b = chunk({9, 9, 9, 9, 9, 4}, 0, {2, 8});
+  b.vision.push_back(VisionRef{image, 2, 4, 1});  // image rows 2..5 at chunk rows 1..4
+  const StepPlan plan = plan_step({a, b}, limits, pool);
+  EXPECT_EQ(plan.tokens, 9);
+  EXPECT_EQ(plan.ids, (std::vector<int32_t>{1, 2, 3, 9, 9, 9, 9, 9, 4}));
+  EXPECT_EQ(plan.positions, (std::vector<int32_t>{5, 6, 7, 0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(plan.slots, (std::vector<int32_t>{13, 14, 15, 8, 9, 10, 11, 32, 33}));
+  EXPECT_EQ(plan.cu_q, (std::vector<int32_t>{0, 3, 9}));
+  EXPECT_EQ(plan.ctx_len, (std::vector<int32_t>{8, 6}));
+  EXPECT_EQ(plan.table_width, 2);
+  EXPECT_EQ(plan.block_table, (std::vector<int32_t>{7, 3, 2, 8}));
+  EXPECT_EQ(plan.max_q_len, 6);
+  EXPECT_EQ(plan.max_ctx_len, 8);
+  EXPECT_EQ(plan.sample_rows, (std::vector<int32_t>{2}));
+  EXPECT_EQ(plan.sample_chunks, (std::vector<int>{0}));
+  ASSERT_EQ(plan.vision.size(), 2u);
+  EXPECT_EQ(plan.vision[0].slot, 0);
+  EXPECT_EQ(plan.vision[0].slot_row, 2);
+  EXPECT_EQ(plan.vision[0].rows, 2);
+  EXPECT_EQ(plan.vision[0].dst_row, 4);
+  EXPECT_EQ(plan.vision[1].slot, 1);
+  EXPECT_EQ(plan.vision[1].slot_row, 0);
+  EXPECT_EQ(plan.vision[1].rows, 2);
+  EXPECT_EQ(plan.vision[1].dst_row, 6);
+}
+
+TEST_F(StepPlanTest, RejectsBadChunks) {
+  const int64_t image = pool.acquire(1);
+  auto fails = [&](SeqChunk c) { EXPECT_THROW(plan_step({c}, limits, pool), Error); };
+  fails(chunk({}, 0, {0}));                 // no tokens
+  fails(chunk({1, 2}, 3, {0}));             // positions 3..4 need 2 blocks
+  fails(chunk({1}, 0, {10}));               // block outside the pool
+  fails(chunk({100}, 0, {0}));              // id outside the vocabulary
+  fails(chunk({-1}, 0, {0}));
+  fails(chunk(std::vector<int32_t>(33, 1), 0, std::vector<int32_t>(9, 0)));  // more than max_tokens
+  SeqChunk bad_image = chunk({1, 2}, 0, {0});
+  bad_image.vision.push_back(VisionRef{image + 1, 0, 1, 0});
+  fails(bad_image);
+  bad_image.vision[0] = VisionRef{image, 3, 2, 0};  // rows 3..4 of a 4-row image
+  fails(bad_image);
+  bad_image.vision[0] = VisionRef{image, 0, 2, 1};  // chunk rows 1..2 of 2
+  fails(bad_image);
+  SeqChunk bad_answer = chunk({1}, 0, {0});
+  bad_answer.sample = true;
+  bad_answer.answer_ids = {100};
+  fails(bad_answer);
+  EXPECT_THROW(plan_step(std::vector<SeqChunk>(5, chunk({1}, 0, {0})), limits, pool), Error);  // > max_seqs
+  EXPECT_NO_THROW(plan_step({chunk({1, 2, 3, 4}, 0, {0}), chunk({5}, 4, {0, 1})}, limits, pool));
+}
+
+TEST(VisionRefs, MergeConsecutiveRowsOfOneImage) {
+  // Positions 0..7: text, image 0 rows 0-2, image 1 rows 0-1, text, text.
+  const std::vector<std::pair<int, int>> rows{{-1, -1}, {0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {-1, -1}, {-1, -1}};
+  const std::vector<int64_t> handles{11, 22};
+  auto refs = vision_refs_for_range(rows, handles, 2, 7);
+  ASSERT_EQ(refs.size(), 2u);
+  EXPECT_EQ(refs[0].handle, 11);
+  EXPECT_EQ(refs[0].row_begin, 1);
+  EXPECT_EQ(refs[0].rows, 2);
+  EXPECT_EQ(refs[0].chunk_offset, 0);
+  EXPECT_EQ(refs[1].handle, 22);
+  EXPECT_EQ(refs[1].row_begin, 0);
+  EXPECT_EQ(refs[1].rows, 2);
+  EXPECT_EQ(refs[1].chunk_offset, 2);
+}
+
+class DemoRunner : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string((std::filesystem::temp_directory_path() /
+                            ("fovea_runtime_demo_" + std::to_string(::getpid()))).string());
+    write_demo_model(*dir_);
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+  }
+
+  std::unique_ptr<InternVLRunner> make_runner() {
+    RunnerOptions opts;
+    opts.kv_blocks = 256;
+    opts.max_step_tokens = 3600;
+    opts.max_step_tiles = 5;
+    opts.vision_pool_tiles = 13;
+    return std::make_unique<InternVLRunner>(load_model(*dir_), make_backend("cpu"), opts);
+  }
+
+  // A prompt of text around one image of `tiles` tiles, and random normalised pixels for it.
+  static std::vector<int32_t> prompt_for(const ModelDesc& desc, int tiles) {
+    std::vector<int32_t> prompt{desc.bos_id, 5, 6, desc.img_start_id};
+    prompt.insert(prompt.end(), size_t(tiles) * desc.vision.tokens_per_tile(), desc.image_token_id);
+    prompt.insert(prompt.end(), {desc.img_end_id, 7, 8, 9});
+    return prompt;
+  }
+  static Tensor random_pixels(int tiles, int size, uint32_t seed) {
+    Tensor px = Tensor::host(DType::F32, {tiles, 3, size, size});
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    for (int64_t i = 0; i < px.numel(); ++i) px.ptr<float>()[i] = dist(rng);
+    return px;
+  }
+
+  static std::string* dir_;
+};
+std::string* DemoRunner::dir_ = nullptr;
+
+TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
+  auto runner = make_runner();
+  const ModelDesc& desc = runner->desc();
+  const RunnerMemory& mem = runner->memory();
+  EXPECT_GT(mem.weights, 0u);
+  EXPECT_GT(mem.kv_cache, 0u);
+  EXPECT_GT(mem.workspace, 0u);
+  EXPECT_EQ(mem.vision_pool, size_t(13) * desc.vision.tokens_per_tile() * desc.llm.hidden * sizeof(float));
+  EXPECT_EQ(runner->backend().memory_in_use(), mem.total());
+  const std::vector<int32_t> prompt = prompt_for(desc, 13);
+  const std::vector<Tensor> images{random_pixels(13, desc.vision.image_size, 1)};
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 4;
+  opts.stop_ids = {-1};
+  const SimpleGenerateResult first = simple_generate(*runner, prompt, images, opts);
+  ASSERT_EQ(first.tokens.size(), 4u);
+  for (int32_t t : first.tokens) EXPECT_TRUE(t >= 0 && t < desc.llm.vocab);
+  opts.prefill_splits = {100, 1800};
+  EXPECT_EQ(simple_generate(*runner, prompt, images, opts).tokens, first.tokens);
+  // The image matters: other pixels give other logits.
+  opts.want_logits = true;
+  opts.max_new_tokens = 1;
+  const auto a = simple_generate(*runner, prompt, images, opts);
+  const auto b = simple_generate(*runner, prompt, {random_pixels(13, desc.vision.image_size, 2)}, opts);
+  EXPECT_NE(a.logits[0], b.logits[0]);
+  EXPECT_EQ(runner->backend().memory_in_use(), mem.total());  // nothing allocated by encode/step
+}
+
+TEST_F(DemoRunner, ErrorsLeaveTheRunnerUsable) {
+  auto runner = make_runner();
+  const ModelDesc& desc = runner->desc();
+  const int S = desc.vision.image_size;
+  // More tiles than the pool holds: refused up front, nothing taken.
+  EXPECT_THROW(runner->encode_images({random_pixels(8, S, 1), random_pixels(6, S, 2)}), Error);
+  EXPECT_EQ(runner->free_vision_tiles(), 13);
+  // Wrong pixel shapes and dtypes.
+  EXPECT_THROW(runner->encode_images({Tensor::host(DType::F32, {1, 3, S, S - 14})}), Error);
+  EXPECT_THROW(runner->encode_images({Tensor::host(DType::BF16, {1, 3, S, S})}), Error);
+  EXPECT_EQ(runner->free_vision_tiles(), 13);
+  const std::vector<int64_t> handles = runner->encode_images({random_pixels(2, S, 3), random_pixels(1, S, 4)});
+  EXPECT_EQ(runner->free_vision_tiles(), 10);
+  // A bad chunk fails the step; the next good step works.
+  SeqChunk bad;
+  bad.tokens = {1, 2, desc.llm.vocab};
+  bad.block_table = {0};
+  bad.sample = true;
+  EXPECT_THROW(runner->step({bad}), Error);
+  SeqChunk good = bad;
+  good.tokens = {1, 2, 3};
+  good.vision.push_back(VisionRef{handles[1], 250, 2, 1});
+  const auto results = runner->step({good});
+  EXPECT_TRUE(results[0].argmax >= 0 && results[0].argmax < desc.llm.vocab);
+  runner->release_image(handles[0]);
+  runner->release_image(handles[1]);
+  EXPECT_THROW(runner->release_image(handles[1]), Error);
+  EXPECT_EQ(runner->free_vision_tiles(), 13);
+}
+
+}  // namespace
+}  // namespace fovea
