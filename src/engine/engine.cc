@@ -1,0 +1,262 @@
+// Engine: submission from any thread, the preprocessing pool, the scheduler thread, event delivery, stats.
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "core/error.h"
+#include "engine/engine_impl.h"
+
+namespace fovea {
+
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner) : impl_(std::make_unique<Impl>()) {
+  FOVEA_CHECK(runner != nullptr, "Engine needs a runner");
+  impl_->config = config;
+  impl_->runner = std::move(runner);
+  impl_->tokenizer = load_tokenizer(config.model_dir);
+  impl_->start();
+}
+
+Engine::~Engine() { impl_->stop(); }
+
+const std::string& Engine::model_name() const { return impl_->model_name; }
+
+void Engine::Impl::start() {
+  const ModelDesc& desc = runner->desc();
+  if (model_name.empty()) {
+    std::string dir = config.model_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    model_name = dir.substr(dir.find_last_of('/') == std::string::npos ? 0 : dir.find_last_of('/') + 1);
+  }
+  prep_context.desc = &desc;
+  prep_context.tokenizer = tokenizer.get();
+  if (config.max_image_pixels > 0) prep_context.limits.max_pixels = config.max_image_pixels;
+
+  SchedulerConfig sc;
+  sc.max_step_tokens = config.max_step_tokens;
+  sc.max_batch_seqs = config.max_batch_seqs;
+  sc.prefix_cache = config.prefix_cache;
+  sc.vision_cache_tiles = config.vision_cache_tiles;
+  scheduler = std::make_unique<Scheduler>(*runner, tokenizer.get(), sc,
+                                          [this](int64_t id, const RequestEvent& e) { deliver(id, e); });
+  pool = std::make_unique<ThreadPool>(config.preprocess_threads);
+  // Enough prepared requests to fill the next steps, few enough that pixel tensors (up to ~31 MB for 13
+  // tiles) do not pile up in memory when the GPU is the bottleneck.
+  prefetch_limit = std::max(16, 2 * pool->size() + 4);
+  stats.kv_blocks_total = scheduler->blocks().num_blocks();
+  scheduler_thread = std::thread([this] { scheduler_loop(); });
+}
+
+void Engine::Impl::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+    accepting = false;
+  }
+  wake_scheduler.notify_all();
+  if (scheduler_thread.joinable()) scheduler_thread.join();
+  pool.reset();
+  scheduler.reset();  // releases cached embeddings while the runner is still alive
+  runner.reset();
+}
+
+int64_t Engine::submit(Request request, RequestCallback callback) {
+  Impl& impl = *impl_;
+  int64_t id;
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    FOVEA_CHECK(impl.accepting, "engine is not accepting requests (draining or stopped)");
+    FOVEA_CHECK(int(impl.callbacks.size()) < impl.config.max_queue, "queue full: ", impl.callbacks.size(),
+                " requests in flight (max_queue ", impl.config.max_queue, ")");
+    id = impl.next_id++;
+    impl.callbacks.emplace(id, std::make_shared<RequestCallback>(std::move(callback)));
+    impl.to_prepare.push_back(Impl::Pending{id, std::move(request), Clock::now()});
+    ++impl.stats.requests_submitted;
+  }
+  impl.wake_scheduler.notify_all();
+  return id;
+}
+
+void Engine::cancel(int64_t request_id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->cancel_requests.push_back(request_id);
+  }
+  impl_->wake_scheduler.notify_all();
+}
+
+void Engine::drain() {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->accepting = false;
+  impl_->all_done.wait(lock, [this] { return impl_->callbacks.empty(); });
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+void Engine::Impl::scheduler_loop() {
+  for (;;) {
+    std::vector<PreparedRequest> arrived;
+    std::vector<FailedPreparation> failed;
+    std::vector<int64_t> cancels;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake_scheduler.wait(lock, [this] {
+        return stopping || !prepared.empty() || !prepare_failed.empty() || !cancel_requests.empty() ||
+               scheduler->has_work() || (!to_prepare.empty() && preparing < prefetch_limit);
+      });
+      if (stopping) break;
+      arrived.swap(prepared);
+      failed.swap(prepare_failed);
+      cancels.swap(cancel_requests);
+    }
+    for (const FailedPreparation& f : failed)
+      if (!cancel_on_arrival.erase(f.id)) emit_final(f.id, f.submitted, "error", f.error);
+    for (PreparedRequest& request : arrived) {
+      if (cancel_on_arrival.erase(request.id)) {
+        emit_final(request.id, request.submitted, "cancelled", "");
+      } else {
+        scheduler->add(std::move(request));
+      }
+    }
+    for (const int64_t id : cancels) handle_cancel(id);
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      dispatch_preparation(lock);
+    }
+    if (scheduler->has_work()) scheduler->step();
+    publish_stats();
+  }
+  finish_leftovers();
+}
+
+// Hands requests to the pool while fewer than prefetch_limit are being prepared or wait for admission.
+void Engine::Impl::dispatch_preparation(std::unique_lock<std::mutex>& lock) {
+  while (!to_prepare.empty() && preparing + int(prepared.size()) + scheduler->waiting() < prefetch_limit) {
+    Pending pending = std::move(to_prepare.front());
+    to_prepare.pop_front();
+    ++preparing;
+    pool->submit([this, p = std::make_shared<Pending>(std::move(pending))]() mutable { prepare_on_pool(std::move(*p)); });
+  }
+}
+
+void Engine::Impl::prepare_on_pool(Pending pending) {
+  const auto t0 = Clock::now();
+  PreparedRequest result;
+  std::string error;
+  try {
+    result = prepare_request(pending.id, pending.request, prep_context);
+    result.submitted = pending.submitted;
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    --preparing;
+    stats.preprocess_ms += ms;
+    if (error.empty()) {
+      prepared.push_back(std::move(result));
+    } else {
+      prepare_failed.push_back(FailedPreparation{pending.id, error, pending.submitted});
+    }
+  }
+  wake_scheduler.notify_all();
+}
+
+void Engine::Impl::handle_cancel(int64_t id) {
+  if (scheduler->cancel(id)) return;
+  Clock::time_point submitted;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!callbacks.count(id)) return;  // unknown or already finished
+    const auto it = std::find_if(to_prepare.begin(), to_prepare.end(), [id](const Pending& p) { return p.id == id; });
+    if (it == to_prepare.end()) {
+      cancel_on_arrival.insert(id);  // on the pool now: finished when its preparation comes back
+      return;
+    }
+    submitted = it->submitted;
+    to_prepare.erase(it);
+  }
+  emit_final(id, submitted, "cancelled", "");
+}
+
+void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std::string& reason,
+                              const std::string& error) {
+  RequestEvent event;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.error = error;
+  event.ms = std::chrono::duration<double, std::milli>(Clock::now() - submitted).count();
+  deliver(id, event);
+}
+
+// Runs the request's callback on this (scheduler) thread; a throwing callback is the caller's bug and must not
+// take the engine down, so its exception is dropped.
+void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
+  std::shared_ptr<RequestCallback> callback;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto it = callbacks.find(id);
+    if (it == callbacks.end()) return;
+    callback = it->second;
+  }
+  try {
+    if (*callback) (*callback)(event);
+  } catch (...) {
+  }
+  if (!event.finished) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    callbacks.erase(id);
+    if (event.error.empty()) {
+      ++stats.requests_finished;
+    } else if (event.finish_reason == "cancelled") {
+      ++stats.requests_finished;  // cancelled at shutdown: not the request's failure
+    } else {
+      ++stats.requests_failed;
+    }
+  }
+  all_done.notify_all();
+}
+
+void Engine::Impl::publish_stats() {
+  const SchedulerCounters& c = scheduler->counters();
+  std::lock_guard<std::mutex> lock(mutex);
+  stats.prompt_tokens = c.prompt_tokens;
+  stats.completion_tokens = c.completion_tokens;
+  stats.prefix_cache_hit_tokens = c.prefix_cache_hit_tokens;
+  stats.vision_cache_hits = c.vision_cache_hits;
+  stats.vision_cache_misses = c.vision_cache_misses;
+  stats.vit_ms = c.vit_ms;
+  stats.llm_ms = c.llm_ms;
+  stats.queue_depth = int(to_prepare.size()) + preparing + int(prepared.size()) + scheduler->waiting();
+  stats.running = scheduler->running();
+  stats.kv_blocks_total = scheduler->blocks().num_blocks();
+  stats.kv_blocks_used = scheduler->blocks().used_blocks();
+}
+
+// Shutdown: every request still held gets its final "cancelled" event, including those on the pool now.
+void Engine::Impl::finish_leftovers() {
+  scheduler->cancel_all("engine stopped");
+  std::deque<Pending> never_prepared;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    never_prepared.swap(to_prepare);
+    wake_scheduler.wait(lock, [this] { return preparing == 0; });
+  }
+  for (const Pending& p : never_prepared) emit_final(p.id, p.submitted, "cancelled", "engine stopped");
+  std::vector<PreparedRequest> arrived;
+  std::vector<FailedPreparation> failed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    arrived.swap(prepared);
+    failed.swap(prepare_failed);
+  }
+  for (const PreparedRequest& r : arrived) emit_final(r.id, r.submitted, "cancelled", "engine stopped");
+  for (const FailedPreparation& f : failed) emit_final(f.id, f.submitted, "cancelled", "engine stopped");
+  publish_stats();
+}
+
+}  // namespace fovea

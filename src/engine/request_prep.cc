@@ -1,0 +1,80 @@
+#include "engine/request_prep.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "core/error.h"
+#include "tokenizer/chat_template.h"
+
+namespace fovea {
+
+PreprocessOptions preprocess_options(const Request& request, const PrepContext& context) {
+  const ModelDesc& desc = *context.desc;
+  PreprocessOptions options;
+  options.min_tiles = desc.min_dynamic_tiles;
+  options.max_tiles = request.max_tiles > 0 ? std::min(request.max_tiles, desc.max_dynamic_tiles)
+                                            : desc.max_dynamic_tiles;
+  options.use_thumbnail = desc.use_thumbnail;
+  options.compact = request.tiling == TilingPolicy::Compact;
+  options.tile_size = desc.vision.image_size;
+  options.limits = context.limits;
+  return options;
+}
+
+Hash128 image_key(const std::string& bytes, const PreprocessOptions& options) {
+  HashBuilder builder;
+  builder.add(murmur3_128(bytes.data(), bytes.size(), 0));
+  builder.add_i32(options.min_tiles).add_i32(options.max_tiles).add_i32(options.tile_size);
+  builder.add_i32(options.use_thumbnail).add_i32(options.compact).add_i32(options.exif_transpose);
+  return builder.finish();
+}
+
+PreparedRequest prepare_request(int64_t id, const Request& request, const PrepContext& context) {
+  const ModelDesc& desc = *context.desc;
+  const Tokenizer& tokenizer = *context.tokenizer;
+  FOVEA_CHECK(request.max_tiles >= 0, "max_tiles must be >= 0, got ", request.max_tiles);
+  const PreprocessOptions options = preprocess_options(request, context);
+
+  PreparedRequest prepared;
+  prepared.id = id;
+  prepared.params = request.params;
+  std::vector<int> tiles;
+  for (size_t i = 0; i < request.images.size(); ++i) {
+    const ImageInput& input = request.images[i];
+    ImageSlot slot;
+    try {
+      FOVEA_CHECK(int64_t(input.bytes.size()) <= options.limits.max_bytes, "file of ", input.bytes.size(),
+                  " bytes exceeds the limit of ", options.limits.max_bytes);
+      PreprocessedImage image = preprocess_image(input.bytes, options);
+      slot.tiles = image.num_tiles();
+      slot.pixels = std::move(image.pixel_values);
+    } catch (const std::exception& e) {
+      FOVEA_FAIL("image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")", ": ", e.what());
+    }
+    slot.key = image_key(input.bytes, options);
+    tiles.push_back(slot.tiles);
+    prepared.images.push_back(std::move(slot));
+  }
+
+  PromptIds prompt = build_chat_prompt(desc, tokenizer, request.system, request.prompt, tiles);
+  FOVEA_CHECK(prompt.image_spans.size() == prepared.images.size(), "chat template placed ", prompt.image_spans.size(),
+              " images, the request has ", prepared.images.size());
+  const int tokens_per_tile = desc.vision.tokens_per_tile();
+  for (size_t i = 0; i < prepared.images.size(); ++i) {
+    ImageSlot& slot = prepared.images[i];
+    slot.begin = prompt.image_spans[i].first;
+    slot.rows = prompt.image_spans[i].second;
+    FOVEA_CHECK(slot.rows == slot.tiles * tokens_per_tile, "image #", i + 1, " spans ", slot.rows, " tokens for ",
+                slot.tiles, " tiles");
+  }
+  prepared.prompt = std::move(prompt.ids);
+
+  for (const std::string& answer : request.params.answers) {
+    const std::vector<int32_t> ids = tokenizer.encode(answer);
+    FOVEA_CHECK(!ids.empty(), "answer '", answer, "' encodes to no tokens");
+    prepared.answer_ids.push_back(ids.front());
+  }
+  return prepared;
+}
+
+}  // namespace fovea

@@ -1,0 +1,33 @@
+// The preprocessing stage (runs on the engine's thread pool): image bytes -> content key + pixel tiles,
+// request text -> chat-template token ids with image spans, answers -> their first token ids.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/hash.h"
+#include "engine/engine.h"
+#include "engine/sequence.h"
+#include "image/preprocess.h"
+#include "model/model_desc.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fovea {
+
+struct PrepContext {
+  const ModelDesc* desc = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  ImageLimits limits;
+};
+
+// The options preprocess_image gets for this request: the model's tiling with the request's policy and its
+// max_tiles (capped by the model's max_dynamic_patch).
+PreprocessOptions preprocess_options(const Request& request, const PrepContext& context);
+
+// 128-bit key of an image as the KV prefix cache and the vision cache see it: the hash of the file bytes
+// folded with every option that changes the tiles. Same bytes and options -> same embeddings.
+Hash128 image_key(const std::string& bytes, const PreprocessOptions& options);
+
+// Throws fovea::Error with a one-line message naming the image (#n and its label) or the limit on bad input.
+PreparedRequest prepare_request(int64_t id, const Request& request, const PrepContext& context);
+
+}  // namespace fovea
