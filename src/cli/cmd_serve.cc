@@ -1,0 +1,152 @@
+// fovea serve: the OpenAI-compatible HTTP server. It listens first (so /health can say 503 while the model
+// loads), then loads the model; SIGTERM or SIGINT drains the requests in flight and stops.
+#include <pthread.h>
+#include <signal.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "server/api_server.h"
+
+namespace fovea {
+namespace {
+
+const char* kUsage =
+    "usage: fovea serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
+    "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http:// URLs)  --max-media-bytes N\n"
+    "         --remote-timeout-ms N\n"
+    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 64)\n"
+    "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
+    "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
+    "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
+    "The API key may also come from the environment variable FOVEA_API_KEY.\n";
+
+struct UsageError {
+  std::string message;
+};
+
+struct ServeConfig {
+  EngineConfig engine;
+  ApiServerOptions api;
+  int drain_timeout_ms = 30000;
+};
+
+ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
+  const Args args(raw);
+  try {
+    args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
+                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
+                     "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
+                     "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s", "--help"});
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    throw UsageError{m.substr(m.find("unknown option"))};
+  }
+  if (args.has("--help")) throw UsageError{""};
+  ServeConfig c;
+  c.engine.model_dir = args.get("--model");
+  if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
+  const char* env_key = std::getenv("FOVEA_API_KEY");
+  c.api.api_key = args.get("--api-key", env_key ? env_key : "");
+  c.api.http.host = args.get("--host", "127.0.0.1");
+  c.api.served_model_name = args.get("--served-model-name");
+  c.api.media.allowed_media_dir = args.get("--allowed-media-dir");
+  c.api.media.allow_remote = args.has("--allow-remote-media");
+  c.engine.backend = args.get("--backend", "auto");
+  try {
+    c.api.http.port = args.get_int("--port", 8000);
+    c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
+    c.api.http.max_connections = args.get_int("--max-connections", 1024);
+    c.api.http.handler_threads = args.get_int("--threads", 64);
+    c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
+    c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);
+    c.api.parse.max_images = args.get_int("--max-images", 16);
+    c.api.parse.max_tiles = args.get_int("--max-tiles", 0);
+    c.api.parse.default_max_tokens = args.get_int("--default-max-tokens", 256);
+    c.engine.max_queue = args.get_int("--max-queue", c.engine.max_queue);
+    c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.drain_timeout_ms = int(args.get_double("--drain-timeout-s", 30) * 1000);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    throw UsageError{m.substr(m.find("--"))};
+  }
+  const std::string policy = args.get("--policy", "official");
+  if (policy != "official" && policy != "compact") throw UsageError{"--policy must be official or compact"};
+  c.api.parse.tiling = policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
+  if (c.api.http.port < 0 || c.api.http.port > 65535) throw UsageError{"--port must be 0..65535"};
+  if (c.api.http.max_connections < 1 || c.api.http.handler_threads < 1) throw UsageError{"limits must be positive"};
+  if (c.engine.max_queue < 1) throw UsageError{"--max-queue must be at least 1"};
+  return c;
+}
+
+// Signals are taken by one thread with sigwait, so no handler runs inside locked library code.
+class StopSignal {
+ public:
+  StopSignal() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);  // inherited by every thread started after this
+    signal(SIGPIPE, SIG_IGN);
+    waiter_ = std::thread([this, set] {
+      int sig = 0;
+      sigwait(&set, &sig);
+      {
+        std::lock_guard lock(mutex_);
+        received_ = sig;
+      }
+      cv_.notify_all();
+    });
+    waiter_.detach();  // it ends with the process; there is no portable way to interrupt sigwait
+  }
+  int wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return received_ != 0; });
+    return received_;
+  }
+  bool received() {
+    std::lock_guard lock(mutex_);
+    return received_ != 0;
+  }
+
+ private:
+  std::thread waiter_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int received_ = 0;
+};
+
+int serve_main(const std::vector<std::string>& raw) {
+  ServeConfig config;
+  try {
+    config = parse_serve_args(raw);
+  } catch (const UsageError& e) {
+    if (!e.message.empty()) std::fprintf(stderr, "fovea serve: %s\n", e.message.c_str());
+    std::fputs(kUsage, stderr);
+    return e.message.empty() ? 0 : 2;
+  }
+  static StopSignal* stop = new StopSignal();  // lives to process exit with its detached thread
+  ApiServer server(config.api);
+  server.start();
+  std::fprintf(stderr, "fovea serve: listening on http://%s:%d (loading %s)\n", config.api.http.host.c_str(),
+               server.port(), config.engine.model_dir.c_str());
+  std::shared_ptr<InferenceService> service = make_engine_service(config.engine);
+  server.set_service(service);
+  std::fprintf(stderr, "fovea serve: model %s ready\n", service->model_name().c_str());
+  const int sig = stop->wait();
+  std::fprintf(stderr, "fovea serve: signal %d, draining\n", sig);
+  server.shutdown(config.drain_timeout_ms);
+  std::fprintf(stderr, "fovea serve: stopped\n");
+  return 0;
+}
+
+const CommandRegistration registration{"serve", "OpenAI-compatible HTTP server (/v1/chat/completions)", serve_main};
+
+}  // namespace
+}  // namespace fovea

@@ -1,0 +1,62 @@
+// `fovea serve`'s HTTP layer: routes (/v1/chat/completions, /v1/models, /health, /metrics), the API key, the
+// mapping of engine events to OpenAI responses and SSE streams, cancelling the request of a client that went
+// away, and draining on shutdown. The InferenceService is set once the model has loaded; until then /health
+// says 503.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "server/http_server.h"
+#include "server/media.h"
+#include "server/metrics.h"
+#include "server/openai_api.h"
+#include "server/service.h"
+
+namespace fovea {
+
+struct ApiServerOptions {
+  http::ServerOptions http;
+  std::string api_key;            // empty: no authentication
+  std::string served_model_name;  // empty: the engine's model name
+  MediaOptions media;
+  openai::ParseOptions parse;
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions options);
+  ~ApiServer();
+
+  void start();  // listens; throws fovea::Error when the address is taken
+  int port() const { return http_.port(); }
+  void set_service(std::shared_ptr<InferenceService> service);  // the model is loaded: start answering
+  // Refuses new work (503), waits up to timeout_ms for requests in flight, drains the engine, stops.
+  void shutdown(int timeout_ms);
+  ServerCounters counters() const;
+
+ private:
+  void handle(http::Exchange& ex);
+  void reply(http::Exchange& ex, int status, const std::string& content_type, const std::string& body,
+             const std::vector<std::string>& extra_headers = {});
+  void reply_error(http::Exchange& ex, const openai::ApiError& error);
+  void handle_chat(http::Exchange& ex, InferenceService& service);
+  void handle_models(http::Exchange& ex, InferenceService& service);
+  void count(int status);
+  std::shared_ptr<InferenceService> service() const;
+  std::string model_name(const InferenceService& service) const;
+
+  ApiServerOptions options_;
+  http::Server http_;
+  mutable std::mutex mutex_;  // guards service_ and responses_by_status_
+  std::shared_ptr<InferenceService> service_;
+  std::map<int, int64_t> responses_by_status_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> cancelled_{0};
+  std::atomic<int64_t> next_completion_{0};
+  RateWindow completions_;
+  int64_t started_unix_ = 0;
+};
+
+}  // namespace fovea

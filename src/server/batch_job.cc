@@ -1,0 +1,132 @@
+#include "server/batch_job.h"
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+
+#include "core/error.h"
+#include "server/metrics.h"
+#include "server/progress.h"
+#include "server/request_pump.h"
+
+namespace fovea {
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool read_image_file(const std::string& path, int64_t max_bytes, std::string* bytes, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = "cannot open image file " + path;
+    return false;
+  }
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  if (size < 0 || size > max_bytes) {
+    *error = size < 0 ? "cannot read image file " + path
+                      : str("image file ", path, " is larger than the limit of ", max_bytes, " bytes");
+    return false;
+  }
+  in.seekg(0);
+  bytes->assign(size_t(size), '\0');
+  in.read(bytes->data(), size);
+  if (!in) {
+    *error = "cannot read image file " + path;
+    return false;
+  }
+  if (size == 0) {
+    *error = "image file " + path + " is empty";
+    return false;
+  }
+  return true;
+}
+
+BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
+  BatchResult r;
+  r.id = task.id;
+  r.text = f.text;
+  r.tokens = f.tokens;
+  r.error = f.final.error;
+  if (r.error.empty() && f.final.finish_reason == "error") r.error = "failed";
+  if (r.error.empty() && f.final.finish_reason == "cancelled") r.error = "cancelled";
+  r.ms = f.final.ms;
+  r.has_answers = !task.answers.empty();
+  for (const auto& answer : task.answers) {
+    const auto it = f.final.answer_logprobs.find(answer);
+    r.answer_logprobs.emplace_back(answer, it == f.final.answer_logprobs.end() ? -INFINITY : it->second);
+  }
+  return r;
+}
+
+}  // namespace
+
+BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, const std::string& output_path,
+                              const BatchJobOptions& options) {
+  BatchJobSummary summary;
+  const ExistingResults existing = recover_results_file(output_path);
+  if (existing.truncated_bytes > 0)
+    std::fprintf(stderr, "resume: dropped a torn last line (%lld bytes) from %s\n", (long long)existing.truncated_bytes,
+                 output_path.c_str());
+  if (existing.unreadable_lines > 0)
+    std::fprintf(stderr, "resume: ignored %d unreadable lines in %s\n", existing.unreadable_lines, output_path.c_str());
+
+  std::vector<const BatchTask*> todo;
+  for (const auto& task : list.tasks) {
+    if (existing.done.count(task.key)) {
+      summary.already_done++;
+      summary.earlier_failed += existing.failed.count(task.key);
+    } else {
+      todo.push_back(&task);
+    }
+  }
+  summary.total = int64_t(list.tasks.size());
+  if (summary.already_done > 0)
+    std::fprintf(stderr, "resume: %lld of %lld tasks already in %s\n", (long long)summary.already_done,
+                 (long long)summary.total, output_path.c_str());
+
+  ResultsWriter writer(output_path);
+  Progress progress(int64_t(todo.size()), options.progress_terminal, options.progress_interval_s);
+  RateWindow rate(60.0);
+  const double start = now_seconds();
+
+  PumpCallbacks callbacks;
+  callbacks.make_request = [&](size_t i, Request* request, std::string* error) {
+    const BatchTask& task = *todo[i];
+    if (!task.problem.empty()) {
+      *error = task.problem;
+      return false;
+    }
+    ImageInput image;
+    image.label = task.image_path;
+    if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) return false;
+    request->images.push_back(std::move(image));
+    request->prompt = task.prompt;
+    request->params.max_tokens = task.max_tokens;
+    request->params.answers = task.answers;
+    request->tiling = options.tiling;
+    request->max_tiles = options.max_tiles;
+    return true;
+  };
+  callbacks.on_finished = [&](std::vector<FinishedRequest>& finished) {
+    std::string lines;
+    for (const auto& f : finished) {
+      const BatchResult result = to_result(*todo[f.index], f);
+      summary.failed += !result.error.empty();
+      lines += result_line(result);
+    }
+    writer.append(lines);  // durable before it counts as done
+    summary.ran += int64_t(finished.size());
+    rate.add(now_seconds(), int64_t(finished.size()));
+  };
+  callbacks.on_tick = [&] {
+    if (options.progress) progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
+  };
+  pump_requests(service, todo.size(), options.concurrency, callbacks);
+  summary.elapsed_s = now_seconds() - start;
+  if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
+  return summary;
+}
+
+}  // namespace fovea

@@ -1,0 +1,37 @@
+// `fovea run`'s job: tasks in, durable results out, resumable. The command (src/cli/cmd_run.cc) parses
+// options and builds the engine; this runs the tasks against any InferenceService.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "server/batch_tasks.h"
+#include "server/results_file.h"
+#include "server/service.h"
+
+namespace fovea {
+
+struct BatchJobOptions {
+  int concurrency = 64;
+  TilingPolicy tiling = TilingPolicy::Official;
+  int max_tiles = 0;
+  int64_t max_image_bytes = 64ll * 1024 * 1024;
+  bool progress = true;
+  bool progress_terminal = false;  // redraw a bar (stderr is a terminal) instead of printing lines
+  double progress_interval_s = 10.0;
+};
+
+struct BatchJobSummary {
+  int64_t total = 0;           // tasks in the input (after dropping duplicate ids)
+  int64_t already_done = 0;    // found in the output from an earlier run
+  int64_t earlier_failed = 0;  // of those, records with an error
+  int64_t ran = 0;             // finished in this run
+  int64_t failed = 0;          // of those, with an error
+  double elapsed_s = 0;
+  bool any_failed() const { return earlier_failed + failed > 0; }
+};
+
+// Runs every task of `tasks` whose id is not yet in `output_path`, appending one record per task.
+BatchJobSummary run_batch_job(InferenceService& service, const TaskList& tasks, const std::string& output_path,
+                              const BatchJobOptions& options);
+
+}  // namespace fovea

@@ -1,0 +1,143 @@
+#include "server/batch_tasks.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "core/error.h"
+
+namespace fovea {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string resolve_image(const std::string& image, const std::string& base_dir) {
+  if (image.empty() || image[0] == '/' || base_dir.empty()) return image;
+  const fs::path beside_tasks = fs::path(base_dir) / image;
+  std::error_code ec;
+  if (fs::exists(beside_tasks, ec) || !fs::exists(image, ec)) return beside_tasks.string();
+  return image;
+}
+
+void drop_duplicates(TaskList* list) {
+  std::set<std::string> seen;
+  std::vector<BatchTask> unique;
+  for (auto& t : list->tasks) {
+    if (seen.insert(t.key).second) unique.push_back(std::move(t));
+    else list->duplicate_ids++;
+  }
+  list->tasks = std::move(unique);
+}
+
+}  // namespace
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(start, end - start);
+    const size_t b = item.find_first_not_of(" \t");
+    const size_t e = item.find_last_not_of(" \t");
+    if (b != std::string::npos) out.push_back(item.substr(b, e - b + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+bool parse_task_line(const std::string& line, const TaskDefaults& defaults, const std::string& base_dir,
+                     BatchTask* task, std::string* why) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const std::exception&) {
+    *why = "not valid JSON";
+    return false;
+  }
+  if (!j.is_object() || !j.contains("id") || !(j["id"].is_string() || j["id"].is_number_integer())) {
+    *why = "no \"id\" (string or integer)";
+    return false;
+  }
+  *task = BatchTask{};
+  task->id = j["id"];
+  task->key = task->id.dump();
+  task->prompt = defaults.prompt;
+  task->max_tokens = defaults.max_tokens;
+  task->answers = defaults.answers;
+  // Anything wrong past the id fails this task alone (an error record), so the job goes on.
+  const auto image = j.find("image");
+  if (image == j.end() || !image->is_string() || image->get<std::string>().empty())
+    task->problem = "task has no \"image\" path";
+  else
+    task->image_path = resolve_image(image->get<std::string>(), base_dir);
+  if (j.contains("prompt")) {
+    if (j["prompt"].is_string()) task->prompt = j["prompt"].get<std::string>();
+    else task->problem = "\"prompt\" must be a string";
+  }
+  if (j.contains("max_tokens") && !j["max_tokens"].is_null()) {
+    if (j["max_tokens"].is_number_integer() && j["max_tokens"].get<int64_t>() >= 1 &&
+        j["max_tokens"].get<int64_t>() <= 1 << 20)
+      task->max_tokens = j["max_tokens"].get<int>();
+    else
+      task->problem = "\"max_tokens\" must be a positive integer";
+  }
+  if (j.contains("answers") && !j["answers"].is_null()) {
+    task->answers.clear();
+    if (!j["answers"].is_array()) task->problem = "\"answers\" must be an array of strings";
+    for (const auto& a : j["answers"]) {
+      if (a.is_string() && !a.get<std::string>().empty()) task->answers.push_back(a.get<std::string>());
+      else task->problem = "\"answers\" must be an array of non-empty strings";
+    }
+  }
+  if (task->prompt.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
+  return true;
+}
+
+TaskList read_tasks_jsonl(const std::string& path, const TaskDefaults& defaults) {
+  std::ifstream in(path);
+  FOVEA_CHECK(in, "cannot open tasks file ", path);
+  const std::string base_dir = fs::path(path).parent_path().string();
+  TaskList list;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    BatchTask task;
+    std::string why;
+    if (parse_task_line(line, defaults, base_dir.empty() ? "." : base_dir, &task, &why))
+      list.tasks.push_back(std::move(task));
+    else
+      list.skipped_lines.push_back(str(path, ":", number, ": ", why));
+  }
+  drop_duplicates(&list);
+  return list;
+}
+
+TaskList tasks_from_image_dir(const std::string& dir, const TaskDefaults& defaults) {
+  std::error_code ec;
+  FOVEA_CHECK(fs::is_directory(dir, ec), "not a directory: ", dir);
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || !entry.is_regular_file(ec)) continue;
+    names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  TaskList list;
+  for (const auto& name : names) {
+    BatchTask t;
+    t.id = name;
+    t.key = t.id.dump();
+    t.image_path = (fs::path(dir) / name).string();
+    t.prompt = defaults.prompt;
+    t.max_tokens = defaults.max_tokens;
+    t.answers = defaults.answers;
+    if (t.prompt.empty()) t.problem = "no --prompt given";
+    list.tasks.push_back(std::move(t));
+  }
+  return list;
+}
+
+}  // namespace fovea

@@ -1,0 +1,44 @@
+// The tasks of `fovea run`: a JSONL file ({"id", "image", "prompt", "max_tokens"?, "answers"?} per line) or a
+// directory of images (one task per file, id = file name) with one prompt for all.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace fovea {
+
+struct TaskDefaults {
+  std::string prompt;                // used when a task has no "prompt"
+  int max_tokens = 1;                // used when a task has no "max_tokens"
+  std::vector<std::string> answers;  // used when a task has no "answers"
+};
+
+struct BatchTask {
+  nlohmann::json id;        // as given (string or number); written back unchanged
+  std::string key;          // id.dump(): what resume compares
+  std::string image_path;   // resolved
+  std::string prompt;
+  int max_tokens = 1;
+  std::vector<std::string> answers;
+  std::string problem;      // non-empty: the task itself is invalid; it becomes an error record
+};
+
+struct TaskList {
+  std::vector<BatchTask> tasks;
+  std::vector<std::string> skipped_lines;  // lines that are not tasks at all (no id): reported, not run
+  int duplicate_ids = 0;                   // later tasks with an id seen before are dropped
+};
+
+// Image paths that are relative are resolved against the tasks file's directory, falling back to the current
+// directory when the file is not there.
+TaskList read_tasks_jsonl(const std::string& path, const TaskDefaults& defaults);
+// Regular files of `dir` (hidden ones skipped), sorted by name.
+TaskList tasks_from_image_dir(const std::string& dir, const TaskDefaults& defaults);
+// Parses one line; false (with *why) when the line has no usable id.
+bool parse_task_line(const std::string& line, const TaskDefaults& defaults, const std::string& base_dir,
+                     BatchTask* task, std::string* why);
+
+// "a,b , c" -> {"a", "b", "c"} (empty entries dropped).
+std::vector<std::string> split_list(const std::string& text);
+
+}  // namespace fovea

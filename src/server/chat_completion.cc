@@ -1,0 +1,172 @@
+// POST /v1/chat/completions: submit to the engine, then turn its events into one JSON response or an SSE
+// stream. The handler thread waits on the request's event queue and, between events, checks whether the client
+// is still there; a client that went away gets its request cancelled (which frees its KV blocks).
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <deque>
+#include <mutex>
+
+#include "server/api_server.h"
+
+namespace fovea {
+
+double monotonic_seconds();
+
+namespace {
+
+using openai::Json;
+
+// Events of one request, pushed by the engine thread and taken by the handler thread.
+class PendingRequest {
+ public:
+  void push(const RequestEvent& event) {
+    {
+      std::lock_guard lock(mutex_);
+      events_.push_back(event);
+    }
+    cv_.notify_one();
+  }
+  std::vector<RequestEvent> take(int wait_ms) {
+    std::unique_lock lock(mutex_);
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return !events_.empty(); });
+    std::vector<RequestEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+    events_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<RequestEvent> events_;
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The engine reports failures as text. An image it could not decode is the client's fault (400); anything else
+// is ours (500).
+openai::ApiError engine_error(const RequestEvent& event) {
+  openai::ApiError e;
+  e.message = event.error;
+  const std::string m = lower(event.error);
+  const bool client_fault = event.completion_tokens == 0 &&
+                            (m.find("image") != std::string::npos || m.find("decode") != std::string::npos ||
+                             m.find("too long") != std::string::npos || m.find("context length") != std::string::npos);
+  e.status = client_fault ? 400 : 500;
+  e.type = client_fault ? "invalid_request_error" : "server_error";
+  if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
+  return e;
+}
+
+// What has been generated so far.
+struct Accumulated {
+  std::string text;
+  Json logprobs = Json::array();
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+};
+
+}  // namespace
+
+void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
+  openai::ChatRequest chat;
+  openai::ApiError error;
+  const openai::MediaLoader loader = [this](const std::string& url) { return load_image_url(url, options_.media); };
+  if (!openai::parse_chat_request(ex.request().body, options_.parse, loader, &chat, &error))
+    return reply_error(ex, error);
+  const std::string name = model_name(service);
+  if (!chat.model.empty() && chat.model != name) {
+    error.status = 404;
+    error.message = "the model '" + chat.model + "' does not exist (this server serves '" + name + "')";
+    error.param = "model";
+    error.code = "model_not_found";
+    return reply_error(ex, error);
+  }
+
+  auto pending = std::make_shared<PendingRequest>();
+  int64_t request_id = -1;
+  try {
+    request_id = service.submit(std::move(chat.request), [pending](const RequestEvent& e) { pending->push(e); });
+  } catch (const std::exception& e) {
+    if (is_queue_full_error(e)) {
+      error.status = 429;
+      error.message = "the server is at capacity; retry later";
+      error.type = "rate_limit_error";
+      error.code = "rate_limit_exceeded";
+    } else {
+      error.status = 400;
+      error.message = e.what();
+    }
+    return reply_error(ex, error);
+  }
+
+  const openai::Completion completion{str("chatcmpl-", started_unix_, "-", next_completion_++), int64_t(std::time(nullptr)),
+                                      name};
+  const openai::TokenText token_text = [&service](int32_t t) { return service.token_text(t); };
+  Accumulated acc;
+  bool stream_started = false;
+  auto cancel = [&] {
+    service.cancel(request_id);
+    cancelled_++;
+    ex.close_after();
+  };
+
+  auto next_check = std::chrono::steady_clock::now();
+  for (;;) {
+    std::vector<RequestEvent> events = pending->take(50);
+    // Checked on a clock, not only when idle: a request producing tokens steadily is never idle.
+    if (std::chrono::steady_clock::now() >= next_check) {
+      if (ex.client_gone()) return cancel();
+      next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    }
+    if (events.empty()) continue;
+    std::string sse;
+    for (const RequestEvent& ev : events) {
+      acc.text += ev.text_delta;
+      acc.completion_tokens = std::max(acc.completion_tokens + int(ev.token_delta.size()), ev.completion_tokens);
+      acc.prompt_tokens = std::max(acc.prompt_tokens, ev.prompt_tokens);
+      Json lp = chat.logprobs ? openai::logprob_content(ev.logprob_delta, chat.top_logprobs, token_text) : Json();
+      if (chat.logprobs) for (auto& item : lp) acc.logprobs.push_back(item);
+
+      if (ev.finished && !ev.error.empty() && !stream_started) return reply_error(ex, engine_error(ev));
+      if (!chat.stream) {
+        if (!ev.finished) continue;
+        completions_.add(monotonic_seconds());
+        const Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
+                                                  chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
+                                                  acc.completion_tokens);
+        return reply(ex, 200, "application/json", body.dump());
+      }
+      if (!stream_started) {
+        stream_started = true;
+        count(200);
+        if (!ex.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache"})) return cancel();
+        sse += http::sse_event(openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json()).dump());
+      }
+      if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
+        sse += http::sse_event(openai::chunk_json(completion, Json{{"content", ev.text_delta}}, "", lp).dump());
+      if (ev.finished) {
+        if (!ev.error.empty()) {
+          sse += http::sse_event(openai::error_json(engine_error(ev)).dump());
+        } else {
+          completions_.add(monotonic_seconds());
+          sse += http::sse_event(
+              openai::chunk_json(completion, Json::object(), openai::finish_reason_for(ev.finish_reason), Json()).dump());
+          if (chat.include_usage)
+            sse += http::sse_event(openai::usage_chunk_json(completion, acc.prompt_tokens, acc.completion_tokens).dump());
+        }
+        sse += http::sse_event("[DONE]");
+        ex.write_chunk(sse);
+        ex.end_stream();
+        return;
+      }
+    }
+    if (!sse.empty() && !ex.write_chunk(sse)) return cancel();
+  }
+}
+
+}  // namespace fovea

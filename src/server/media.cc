@@ -1,0 +1,163 @@
+#include "server/media.h"
+
+#include <cctype>
+#include <climits>
+#include <cstdlib>
+#include <fstream>
+
+#include "server/http_client.h"
+
+namespace fovea {
+namespace {
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+' || c == '-') return 62;
+  if (c == '/' || c == '_') return 63;
+  return -1;
+}
+
+std::string percent_decode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      const std::string hex = s.substr(i + 1, 2);
+      char* end = nullptr;
+      const long v = std::strtol(hex.c_str(), &end, 16);
+      if (end == hex.c_str() + 2) {
+        out += char(v);
+        i += 2;
+        continue;
+      }
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+bool starts_with_ci(const std::string& s, const std::string& prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(s[i])) != prefix[i]) return false;
+  return true;
+}
+
+std::string load_data_url(const std::string& url, int64_t max_bytes) {
+  const size_t comma = url.find(',');
+  if (comma == std::string::npos) throw MediaError("malformed data: URL (no comma)");
+  const std::string meta = url.substr(5, comma - 5);
+  const bool is_base64 = meta.size() >= 7 && meta.compare(meta.size() - 7, 7, ";base64") == 0;
+  // The encoded size bounds the decoded size, so a huge payload is refused before decoding it.
+  if (int64_t(url.size() - comma) > max_bytes * 4 / 3 + 8)
+    throw MediaError(str("image in data: URL is larger than the limit of ", max_bytes, " bytes"));
+  std::string bytes = is_base64 ? base64_decode(url.substr(comma + 1)) : percent_decode(url.substr(comma + 1));
+  if (bytes.empty()) throw MediaError("empty image in data: URL");
+  if (int64_t(bytes.size()) > max_bytes)
+    throw MediaError(str("image in data: URL is larger than the limit of ", max_bytes, " bytes"));
+  return bytes;
+}
+
+std::string read_local_file(const std::string& path, const MediaOptions& options) {
+  if (options.allowed_media_dir.empty())
+    throw MediaError("local image paths are not allowed (start the server with --allowed-media-dir DIR)");
+  // Relative paths are taken relative to the allowed directory.
+  const std::string full = !path.empty() && path[0] == '/' ? path : options.allowed_media_dir + "/" + path;
+  char resolved[PATH_MAX];
+  if (::realpath(full.c_str(), resolved) == nullptr) throw MediaError(str("image file not found: ", path));
+  const std::string inside = path_inside(resolved, options.allowed_media_dir);
+  if (inside.empty()) throw MediaError(str("image path is outside the allowed media directory: ", path));
+  std::ifstream in(inside, std::ios::binary);
+  if (!in) throw MediaError(str("cannot read image file: ", path));
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  if (size < 0) throw MediaError(str("cannot read image file: ", path));
+  if (size > options.max_bytes) throw MediaError(str("image file is larger than the limit of ", options.max_bytes,
+                                                     " bytes: ", path));
+  in.seekg(0);
+  std::string bytes(size_t(size), '\0');
+  in.read(bytes.data(), size);
+  if (!in) throw MediaError(str("cannot read image file: ", path));
+  return bytes;
+}
+
+}  // namespace
+
+std::string base64_decode(const std::string& text) {
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t padding = 0;
+  for (char c : text) {
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+    if (c == '=') {
+      ++padding;
+      continue;
+    }
+    const int v = base64_value(c);
+    if (v < 0 || padding > 0) throw MediaError("invalid base64 in data: URL");
+    acc = (acc << 6) | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += char((acc >> bits) & 0xff);
+    }
+  }
+  if (padding > 2 || bits >= 6) throw MediaError("invalid base64 length in data: URL");
+  return out;
+}
+
+std::string base64_encode(const std::string& bytes) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const uint32_t n = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 | uint8_t(bytes[i + 2]);
+    for (int shift : {18, 12, 6, 0}) out += kAlphabet[(n >> shift) & 63];
+  }
+  if (i < bytes.size()) {
+    uint32_t n = uint32_t(uint8_t(bytes[i])) << 16;
+    if (i + 1 < bytes.size()) n |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += '=';
+  }
+  return out;
+}
+
+std::string path_inside(const std::string& path, const std::string& dir) {
+  char resolved_path[PATH_MAX];
+  char resolved_dir[PATH_MAX];
+  if (::realpath(path.c_str(), resolved_path) == nullptr || ::realpath(dir.c_str(), resolved_dir) == nullptr)
+    return "";
+  std::string base = resolved_dir;
+  if (base.empty() || base.back() != '/') base += '/';
+  const std::string p = resolved_path;
+  return p.rfind(base, 0) == 0 ? p : "";
+}
+
+std::string load_image_url(const std::string& url, const MediaOptions& options) {
+  if (url.empty()) throw MediaError("empty image_url");
+  if (starts_with_ci(url, "data:")) return load_data_url(url, options.max_bytes);
+  if (starts_with_ci(url, "file://")) {
+    std::string rest = url.substr(7);
+    if (rest.rfind("localhost/", 0) == 0) rest = rest.substr(9);
+    return read_local_file(percent_decode(rest), options);
+  }
+  if (starts_with_ci(url, "http://") || starts_with_ci(url, "https://")) {
+    if (!options.allow_remote)
+      throw MediaError("remote image URLs are not allowed (start the server with --allow-remote-media)");
+    return http_get(url, options.max_bytes, options.remote_timeout_ms);
+  }
+  const size_t colon = url.find(':');
+  const size_t slash = url.find('/');
+  if (colon != std::string::npos && (slash == std::string::npos || colon < slash) && colon > 1)
+    throw MediaError(str("unsupported image URL scheme: ", url.substr(0, colon)));
+  return read_local_file(url, options);
+}
+
+}  // namespace fovea

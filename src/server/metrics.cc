@@ -1,0 +1,89 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace fovea {
+
+void RateWindow::add(double now_s, int64_t count) {
+  std::lock_guard lock(mutex_);
+  if (first_s_ < 0) first_s_ = now_s;
+  events_.emplace_back(now_s, count);
+  expire(now_s);
+}
+
+void RateWindow::expire(double now_s) const {
+  while (!events_.empty() && events_.front().first < now_s - window_s_) events_.pop_front();
+}
+
+double RateWindow::per_minute(double now_s) const {
+  std::lock_guard lock(mutex_);
+  if (first_s_ < 0) return 0.0;
+  expire(now_s);
+  int64_t total = 0;
+  for (const auto& e : events_) total += e.second;
+  // At least one second of span, so a burst at start-up does not read as an absurd rate.
+  const double span = std::max(1.0, std::min(window_s_, now_s - first_s_));
+  return double(total) * 60.0 / span;
+}
+
+namespace {
+
+class Exposition {
+ public:
+  void metric(const char* name, const char* type, const char* help, double value) {
+    head(name, type, help);
+    line(name, "", value);
+  }
+  void head(const char* name, const char* type, const char* help) {
+    out_ += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void line(const char* name, const std::string& labels, double value) {
+    char number[64];
+    std::snprintf(number, sizeof number, "%.17g", value);
+    out_ += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " + number + "\n";
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+}  // namespace
+
+std::string render_metrics(const EngineStats& s, const ServerCounters& server) {
+  Exposition e;
+  e.metric("fovea_model_loaded", "gauge", "1 once the model is loaded", server.model_loaded ? 1 : 0);
+  e.head("fovea_http_responses_total", "counter", "HTTP responses by status code");
+  for (const auto& [status, count] : server.responses_by_status)
+    e.line("fovea_http_responses_total", "code=\"" + std::to_string(status) + "\"", double(count));
+  e.metric("fovea_http_open_connections", "gauge", "open client connections", server.open_connections);
+  e.metric("fovea_http_active_requests", "gauge", "HTTP requests being handled", server.active_requests);
+  e.metric("fovea_requests_cancelled_total", "counter", "requests cancelled because the client went away",
+           double(server.requests_cancelled));
+  e.metric("fovea_requests_submitted_total", "counter", "requests submitted to the engine", double(s.requests_submitted));
+  e.metric("fovea_requests_finished_total", "counter", "requests the engine finished", double(s.requests_finished));
+  e.metric("fovea_requests_failed_total", "counter", "requests that ended in an error", double(s.requests_failed));
+  e.metric("fovea_prompt_tokens_total", "counter", "prompt tokens processed", double(s.prompt_tokens));
+  e.metric("fovea_completion_tokens_total", "counter", "tokens generated", double(s.completion_tokens));
+  e.metric("fovea_queue_depth", "gauge", "requests waiting to be scheduled", s.queue_depth);
+  e.metric("fovea_running_requests", "gauge", "requests being scheduled or generated", s.running);
+  e.metric("fovea_qpm", "gauge", "completed requests per minute over the last minute", server.qpm);
+  e.metric("fovea_prefix_cache_hit_tokens_total", "counter", "prompt tokens served from the prefix cache",
+           double(s.prefix_cache_hit_tokens));
+  e.metric("fovea_vision_cache_hits_total", "counter", "images whose embeddings came from the vision cache",
+           double(s.vision_cache_hits));
+  e.metric("fovea_vision_cache_misses_total", "counter", "images encoded by the vision model",
+           double(s.vision_cache_misses));
+  e.metric("fovea_kv_blocks_total", "gauge", "KV cache blocks in the pool", s.kv_blocks_total);
+  e.metric("fovea_kv_blocks_used", "gauge", "KV cache blocks in use", s.kv_blocks_used);
+  e.metric("fovea_kv_usage_ratio", "gauge", "fraction of KV cache blocks in use",
+           s.kv_blocks_total > 0 ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
+  e.head("fovea_stage_seconds_total", "counter", "cumulative time per pipeline stage");
+  e.line("fovea_stage_seconds_total", "stage=\"preprocess\"", s.preprocess_ms / 1000.0);
+  e.line("fovea_stage_seconds_total", "stage=\"vit\"", s.vit_ms / 1000.0);
+  e.line("fovea_stage_seconds_total", "stage=\"llm\"", s.llm_ms / 1000.0);
+  return e.take();
+}
+
+}  // namespace fovea

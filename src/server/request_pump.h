@@ -1,0 +1,35 @@
+// Feeds many requests to an InferenceService with at most `concurrency` in flight and hands their results
+// back on the calling thread (so file writes and progress never run on an engine thread). Shared by
+// `fovea run` and `fovea bench`.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/service.h"
+
+namespace fovea {
+
+struct FinishedRequest {
+  size_t index = 0;            // which job
+  std::string text;            // all text deltas joined
+  std::vector<int32_t> tokens; // all generated token ids
+  RequestEvent final;          // the final event (error, answer_logprobs, token counts, ms)
+};
+
+struct PumpCallbacks {
+  // Builds job i's request; returns false with *error set when the job fails before reaching the engine
+  // (e.g. its image file cannot be read): it is then reported as finished with that error.
+  std::function<bool(size_t index, Request* request, std::string* error)> make_request;
+  // Receives finished jobs in batches, on the calling thread.
+  std::function<void(std::vector<FinishedRequest>& finished)> on_finished;
+  // Called at least every few hundred milliseconds while jobs run (progress display).
+  std::function<void()> on_tick;
+};
+
+// Runs jobs 0..count-1 and returns when every one has finished. A full engine queue is not an error: the pump
+// waits for a completion and submits again.
+void pump_requests(InferenceService& service, size_t count, int concurrency, const PumpCallbacks& callbacks);
+
+}  // namespace fovea

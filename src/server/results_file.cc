@@ -1,0 +1,87 @@
+#include "server/results_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "core/error.h"
+
+namespace fovea {
+
+ExistingResults recover_results_file(const std::string& path) {
+  ExistingResults out;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return out;  // no file yet: nothing done
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  const size_t last_newline = data.rfind('\n');
+  const size_t complete = last_newline == std::string::npos ? 0 : last_newline + 1;
+  if (complete < data.size()) {
+    // A write cut short by a kill leaves a line without its '\n'. Its request was never acknowledged as done,
+    // so drop it and run that task again.
+    out.truncated_bytes = int64_t(data.size() - complete);
+    FOVEA_CHECK(::truncate(path.c_str(), off_t(complete)) == 0, "cannot truncate the torn last line of ", path,
+                ": ", std::strerror(errno));
+  }
+  size_t start = 0;
+  while (start < complete) {
+    const size_t end = data.find('\n', start);
+    const std::string line = data.substr(start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (!j.is_object() || !j.contains("id")) throw std::runtime_error("no id");
+      const std::string key = j["id"].dump();
+      out.done.insert(key);
+      if (j.contains("error") && !j["error"].is_null()) out.failed.insert(key);
+    } catch (const std::exception&) {
+      out.unreadable_lines++;
+    }
+  }
+  return out;
+}
+
+std::string result_line(const BatchResult& r) {
+  nlohmann::ordered_json j;
+  j["id"] = r.id;
+  j["text"] = r.text;
+  j["tokens"] = r.tokens;
+  if (r.has_answers && r.error.empty()) {
+    nlohmann::ordered_json lp = nlohmann::ordered_json::object();
+    for (const auto& [answer, logprob] : r.answer_logprobs)
+      lp[answer] = std::isfinite(logprob) ? nlohmann::ordered_json(logprob) : nlohmann::ordered_json();
+    j["logprobs"] = lp;
+  }
+  if (!r.error.empty()) j["error"] = r.error;
+  j["ms"] = std::round(r.ms * 100.0) / 100.0;
+  // Invalid UTF-8 in generated text must not make dump() throw and lose the record.
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+}
+
+ResultsWriter::ResultsWriter(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  FOVEA_CHECK(fd_ >= 0, "cannot open ", path, " for appending: ", std::strerror(errno));
+}
+
+ResultsWriter::~ResultsWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ResultsWriter::append(const std::string& lines) {
+  size_t written = 0;
+  while (written < lines.size()) {
+    const ssize_t n = ::write(fd_, lines.data() + written, lines.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    FOVEA_CHECK(n > 0, "cannot write to ", path_, ": ", std::strerror(errno));
+    written += size_t(n);
+  }
+  FOVEA_CHECK(::fsync(fd_) == 0, "cannot fsync ", path_, ": ", std::strerror(errno));
+}
+
+}  // namespace fovea

@@ -1,0 +1,51 @@
+// The results JSONL of `fovea run`, written so that `kill -9` at any moment loses nothing and duplicates
+// nothing: a record is appended only once its request has finished, each batch of lines goes out in one
+// write() followed by fsync(), and on start a torn last line (a write cut short) is truncated away. Resuming
+// skips every id already present.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace fovea {
+
+struct ExistingResults {
+  std::set<std::string> done;      // keys (id.dump()) of every complete record
+  std::set<std::string> failed;    // the subset whose record has an "error"
+  int64_t truncated_bytes = 0;     // size of the torn tail removed
+  int unreadable_lines = 0;        // complete lines that do not parse (left in place, ignored)
+};
+
+// Reads `path` if it exists, truncating a torn tail (bytes after the last '\n'). A missing file is empty.
+ExistingResults recover_results_file(const std::string& path);
+
+struct BatchResult {
+  nlohmann::json id;
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<std::pair<std::string, float>> answer_logprobs;  // written as "logprobs" when non-empty
+  bool has_answers = false;                                    // the task asked for answers
+  std::string error;
+  double ms = 0;
+};
+
+// One JSONL line (with its '\n'), keys in the documented order: id, text, tokens, logprobs?, error?, ms.
+std::string result_line(const BatchResult& result);
+
+class ResultsWriter {
+ public:
+  explicit ResultsWriter(const std::string& path);  // opens for appending, creating the file
+  ~ResultsWriter();
+  ResultsWriter(const ResultsWriter&) = delete;
+  ResultsWriter& operator=(const ResultsWriter&) = delete;
+  // Appends the lines in one write and makes them durable (fsync). Throws fovea::Error on I/O failure.
+  void append(const std::string& lines);
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+}  // namespace fovea

@@ -1,0 +1,11 @@
+#include <string>
+
+#include "server/service.h"
+
+namespace fovea {
+
+bool is_queue_full_error(const std::exception& e) {
+  return std::string(e.what()).find("queue full") != std::string::npos;
+}
+
+}  // namespace fovea

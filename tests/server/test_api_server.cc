@@ -1,0 +1,323 @@
+// The API server end to end over loopback sockets, with a fake engine.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "fake_service.h"
+#include "server/api_server.h"
+
+namespace fovea {
+namespace {
+
+using Json = nlohmann::json;
+
+struct Response {
+  int status = 0;
+  http::Request head;  // headers and body, through our own parser
+  std::string body() const { return head.body; }
+};
+
+// One client connection speaking raw HTTP/1.1.
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  ~Client() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void send(const std::string& data) { ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL), ssize_t(data.size())); }
+  void send_request(const std::string& method, const std::string& path, const std::string& body = "",
+                    const std::string& extra = "") {
+    send(method + " " + path + " HTTP/1.1\r\nHost: x\r\n" + extra + "Content-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body);
+  }
+  // Reads one response (status line rewritten so the request parser can frame the body).
+  Response read_response(int timeout_ms = 10000) {
+    Response r;
+    http::Limits limits;
+    limits.max_header_bytes = 1 << 20;
+    http::RequestParser parser(limits);
+    bool rewritten = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      if (!rewritten && buffer_.find("\r\n") != std::string::npos) {
+        r.status = std::atoi(buffer_.substr(9, 3).c_str());
+        buffer_.replace(0, buffer_.find("\r\n"), "GET / HTTP/1.1");
+        rewritten = true;
+      }
+      if (rewritten) {
+        const auto state = parser.feed(buffer_);
+        if (state == http::RequestParser::State::Done) break;
+        if (state == http::RequestParser::State::Error) break;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int left = int(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+      if (left <= 0 || ::poll(&p, 1, left) != 1) break;
+      char buf[8192];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        if (rewritten && !parser.headers_done()) break;
+        // A close-delimited body: whatever arrived is the body.
+        if (rewritten) r.head.body = buffer_;
+        return r;
+      }
+      buffer_.append(buf, size_t(n));
+    }
+    r.head = parser.request();
+    return r;
+  }
+  bool closed_by_peer(int timeout_ms = 2000) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) != 1) return false;
+    char c;
+    return ::recv(fd_, &c, 1, 0) == 0;
+  }
+
+ private:
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+std::string chat_body(int max_tokens, bool stream, const std::string& extra = "") {
+  return R"({"model":"fake-model","max_tokens":)" + std::to_string(max_tokens) + R"(,"stream":)" +
+         (stream ? "true" : "false") + extra +
+         R"(,"messages":[{"role":"user","content":[{"type":"text","text":"hi"},)"
+         R"({"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]})";
+}
+
+// Waits (bounded) for a condition that another thread makes true.
+template <typename F>
+bool eventually(F condition, int timeout_ms = 5000) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void start(ApiServerOptions options = {}, bool with_service = true) {
+    options.http.port = 0;
+    options.http.handler_threads = 8;
+    server_ = std::make_unique<ApiServer>(options);
+    server_->start();
+    if (with_service) server_->set_service(service_);
+  }
+  void TearDown() override {
+    if (server_) server_->shutdown(2000);
+  }
+  std::shared_ptr<testing::FakeService> service_ = std::make_shared<testing::FakeService>();
+  std::unique_ptr<ApiServer> server_;
+};
+
+TEST_F(ApiServerTest, HealthIs503UntilTheModelIsLoaded) {
+  start({}, false);
+  Client c(server_->port());
+  c.send_request("GET", "/health");
+  EXPECT_EQ(c.read_response().status, 503);
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, false));
+  EXPECT_EQ(c.read_response().status, 503);
+  server_->set_service(service_);
+  c.send_request("GET", "/health");
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(ApiServerTest, CompletionAndModelsOnOneKeptAliveConnection) {
+  start();
+  Client c(server_->port());
+  c.send_request("POST", "/v1/chat/completions", chat_body(3, false, R"(,"logprobs":true,"top_logprobs":2)"));
+  const Response r = c.read_response();
+  ASSERT_EQ(r.status, 200) << r.body();
+  const Json j = Json::parse(r.body());
+  EXPECT_EQ(j["choices"][0]["message"]["content"], "t0 t1 t2");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(j["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(j["model"], "fake-model");
+  ASSERT_EQ(j["choices"][0]["logprobs"]["content"].size(), 3u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][1]["token"], "t1");
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][1]["top_logprobs"].size(), 2u);
+  ASSERT_EQ(service_->requests.size(), 1u);
+  EXPECT_EQ(service_->requests[0].images[0].bytes, std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_EQ(service_->requests[0].prompt, "hi");
+
+  c.send_request("GET", "/v1/models");
+  const Response models = c.read_response();
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(Json::parse(models.body())["data"][0]["id"], "fake-model");
+  c.send_request("GET", "/v1/models/fake-model");
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(ApiServerTest, StreamsServerSentEvents) {
+  start();
+  Client c(server_->port());
+  c.send_request("POST", "/v1/chat/completions",
+                 chat_body(4, true, R"(,"stream_options":{"include_usage":true})"));
+  const Response r = c.read_response();
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.head.header("content-type"), "text/event-stream");
+  EXPECT_EQ(r.head.header("transfer-encoding"), "chunked");
+  std::vector<std::string> events;
+  size_t pos = 0;
+  const std::string& body = r.head.body;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos);
+    ASSERT_EQ(body.compare(pos, 6, "data: "), 0);
+    events.push_back(body.substr(pos + 6, end - pos - 6));
+    pos = end + 2;
+  }
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  bool saw_role = false, saw_usage = false;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Json e = Json::parse(events[i]);
+    EXPECT_EQ(e["object"], "chat.completion.chunk");
+    if (e.contains("usage")) {
+      saw_usage = true;
+      EXPECT_EQ(e["usage"]["completion_tokens"], 4);
+      continue;
+    }
+    const Json& choice = e["choices"][0];
+    saw_role = saw_role || choice["delta"].value("role", "") == "assistant";
+    text += choice["delta"].value("content", "");
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+  }
+  EXPECT_TRUE(saw_role);
+  EXPECT_TRUE(saw_usage);
+  EXPECT_EQ(text, "t0 t1 t2 t3");
+  EXPECT_EQ(finish, "length");
+  // The connection is still usable after a streamed response.
+  c.send_request("GET", "/health");
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(ApiServerTest, ErrorsHaveTheRightStatusAndShape) {
+  ApiServerOptions options;
+  options.api_key = "sekret";
+  options.http.limits.max_body_bytes = 4096;
+  start(options);
+  Client c(server_->port());
+  const std::string auth = "Authorization: Bearer sekret\r\n";
+  auto expect_error = [&](const Response& r, int status) {
+    EXPECT_EQ(r.status, status) << r.body();
+    const Json j = Json::parse(r.body());
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"].contains("type") && j["error"].contains("param") && j["error"].contains("code"));
+  };
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, false));
+  expect_error(c.read_response(), 401);
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, false), "Authorization: Bearer wrong\r\n");
+  expect_error(c.read_response(), 401);
+  c.send_request("POST", "/v1/chat/completions", "{nope", auth);
+  expect_error(c.read_response(), 400);
+  c.send_request("POST", "/v1/chat/completions", R"({"model":"other","messages":[{"role":"user","content":"a"}]})", auth);
+  expect_error(c.read_response(), 404);
+  c.send_request("GET", "/v1/nothing", "", auth);
+  expect_error(c.read_response(), 404);
+  c.send_request("GET", "/v1/chat/completions", "", auth);
+  expect_error(c.read_response(), 405);
+  // An image the engine cannot decode fails the request with 400, not the server.
+  c.send_request("POST", "/v1/chat/completions",
+                 R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,YmFk"}}]}]})",
+                 auth);
+  expect_error(c.read_response(), 400);
+  c.send_request("POST", "/v1/chat/completions", std::string(5000, ' '), auth);
+  expect_error(c.read_response(), 413);
+  EXPECT_TRUE(c.closed_by_peer());  // the unread body makes the connection unusable
+  Client health(server_->port());
+  health.send_request("GET", "/health");  // no key needed
+  EXPECT_EQ(health.read_response().status, 200);
+}
+
+TEST_F(ApiServerTest, FullQueueAnswers429) {
+  service_->queue_limit = 0;
+  start();
+  Client c(server_->port());
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, false));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(Json::parse(r.body())["error"]["code"], "rate_limit_exceeded");
+}
+
+TEST_F(ApiServerTest, ClientThatGoesAwayIsCancelled) {
+  service_->token_delay_ms = 20;
+  start();
+  for (bool stream : {false, true}) {
+    const int before = service_->cancels.load();
+    {
+      Client c(server_->port());
+      c.send_request("POST", "/v1/chat/completions", chat_body(500, stream));
+      ASSERT_TRUE(eventually([&] { return service_->in_flight() == 1; }));
+      c.close();
+    }
+    EXPECT_TRUE(eventually([&] { return service_->cancels.load() == before + 1; })) << "stream " << stream;
+    EXPECT_TRUE(eventually([&] { return service_->in_flight() == 0; }));
+  }
+  Client m(server_->port());
+  m.send_request("GET", "/metrics");
+  const Response metrics = m.read_response();
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.body().find("fovea_kv_blocks_used 0\n"), std::string::npos) << metrics.body();
+  EXPECT_NE(metrics.body().find("fovea_requests_cancelled_total 2\n"), std::string::npos);
+  EXPECT_NE(metrics.body().find("# TYPE fovea_qpm gauge"), std::string::npos);
+}
+
+TEST_F(ApiServerTest, ChunkedRequestBodyAndPipelining) {
+  start();
+  Client c(server_->port());
+  const std::string body = chat_body(2, false);
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+         http::format_chunk(body.substr(0, 10)) + http::format_chunk(body.substr(10)) + http::chunk_terminator() +
+         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  const Response first = c.read_response();
+  ASSERT_EQ(first.status, 200) << first.body();
+  EXPECT_EQ(Json::parse(first.body())["choices"][0]["message"]["content"], "t0 t1");
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(ApiServerTest, ConnectionLimitRefusesWith503) {
+  ApiServerOptions options;
+  options.http.max_connections = 1;
+  start(options);
+  Client first(server_->port());
+  first.send_request("GET", "/health");
+  EXPECT_EQ(first.read_response().status, 200);
+  Client second(server_->port());
+  EXPECT_EQ(second.read_response().status, 503);
+}
+
+TEST_F(ApiServerTest, ShutdownLetsRequestsInFlightFinish) {
+  service_->token_delay_ms = 20;
+  start();
+  Client c(server_->port());
+  c.send_request("POST", "/v1/chat/completions", chat_body(10, false));
+  ASSERT_TRUE(eventually([&] { return service_->in_flight() == 1; }));
+  std::thread stopper([&] { server_->shutdown(5000); });
+  const Response r = c.read_response();
+  stopper.join();
+  server_.reset();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body())["usage"]["completion_tokens"], 10);
+}
+
+}  // namespace
+}  // namespace fovea

@@ -1,0 +1,194 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "fake_service.h"
+#include "server/batch_job.h"
+#include "server/metrics.h"
+#include "server/progress.h"
+
+namespace fovea {
+namespace {
+namespace fs = std::filesystem;
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::vector<nlohmann::json> read_records(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+class BatchFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fovea_batch_" + std::to_string(::getpid()));
+    fs::create_directories(dir_ / "img");
+    for (int i = 0; i < 6; ++i) std::ofstream(dir_ / "img" / ("p" + std::to_string(i) + ".jpg")) << "JPEG" << i;
+    std::ofstream(dir_ / "img" / "broken.jpg") << "bad";
+    std::ofstream(dir_ / "img" / ".hidden") << "x";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(BatchFiles, ReadsTasksResolvingPathsAndFlaggingProblems) {
+  std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"a","image":"img/p0.jpg","prompt":"q","max_tokens":3,"answers":["是","否"]})"
+                                      << "\n\n"
+                                      << R"({"id":7,"image":"img/p1.jpg"})" << "\n"
+                                      << R"({"image":"img/p1.jpg"})" << "\n"
+                                      << "not json\n"
+                                      << R"({"id":"a","image":"img/p2.jpg"})" << "\n"
+                                      << R"({"id":"m","prompt":"q"})" << "\n"
+                                      << R"({"id":"n","image":"x","max_tokens":0})" << "\n";
+  TaskDefaults defaults;
+  defaults.prompt = "default?";
+  defaults.max_tokens = 2;
+  const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), defaults);
+  ASSERT_EQ(list.tasks.size(), 4u);
+  EXPECT_EQ(list.skipped_lines.size(), 2u);
+  EXPECT_EQ(list.duplicate_ids, 1);
+  EXPECT_EQ(list.tasks[0].key, "\"a\"");
+  EXPECT_EQ(list.tasks[0].image_path, (dir_ / "img/p0.jpg").string());
+  EXPECT_EQ(list.tasks[0].max_tokens, 3);
+  EXPECT_EQ(list.tasks[0].answers, (std::vector<std::string>{"是", "否"}));
+  EXPECT_EQ(list.tasks[1].id, 7);
+  EXPECT_EQ(list.tasks[1].prompt, "default?");
+  EXPECT_EQ(list.tasks[1].max_tokens, 2);
+  EXPECT_TRUE(list.tasks[1].problem.empty());
+  EXPECT_FALSE(list.tasks[2].problem.empty());  // no image
+  EXPECT_FALSE(list.tasks[3].problem.empty());  // max_tokens 0
+
+  const TaskList from_dir = tasks_from_image_dir((dir_ / "img").string(), defaults);
+  ASSERT_EQ(from_dir.tasks.size(), 7u);  // hidden file skipped
+  EXPECT_EQ(from_dir.tasks[0].id, "broken.jpg");
+  EXPECT_EQ(split_list(" a, b,,c "), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST_F(BatchFiles, RecoverTruncatesATornTailAndCollectsIds) {
+  const fs::path out = dir_ / "out.jsonl";
+  std::ofstream(out) << R"({"id":"a","text":"x","tokens":[],"ms":1})" << "\n"
+                     << R"({"id":2,"text":"","tokens":[],"error":"boom","ms":1})" << "\n"
+                     << "garbage line\n"
+                     << R"({"id":"c","text":"tor)";
+  const ExistingResults r = recover_results_file(out.string());
+  EXPECT_EQ(r.done, (std::set<std::string>{"\"a\"", "2"}));
+  EXPECT_EQ(r.failed, (std::set<std::string>{"2"}));
+  EXPECT_EQ(r.unreadable_lines, 1);
+  EXPECT_EQ(r.truncated_bytes, 21);
+  const std::string after = read_all(out);
+  EXPECT_EQ(after.back(), '\n');
+  EXPECT_EQ(after.find("tor"), std::string::npos);
+  EXPECT_TRUE(recover_results_file((dir_ / "missing.jsonl").string()).done.empty());
+}
+
+TEST(ResultLine, KeysInOrderAndAnswersOnlyWhenAsked) {
+  BatchResult r;
+  r.id = "x";
+  r.text = "是";
+  r.tokens = {5, 6};
+  r.has_answers = true;
+  r.answer_logprobs = {{"是", -0.5f}, {"否", -INFINITY}};
+  r.ms = 12.345;
+  EXPECT_EQ(result_line(r), "{\"id\":\"x\",\"text\":\"是\",\"tokens\":[5,6],\"logprobs\":{\"是\":-0.5,\"否\":null},\"ms\":12.35}\n");
+  r.has_answers = false;
+  r.error = "bad";
+  r.text = std::string("\xff", 1);  // invalid UTF-8 must not lose the record
+  const auto j = nlohmann::json::parse(result_line(r));
+  EXPECT_EQ(j["error"], "bad");
+  EXPECT_FALSE(j.contains("logprobs"));
+}
+
+TEST(ProgressText, FormatsBarRateAndEta) {
+  EXPECT_EQ(Progress::format(50, 2, 100, 60.0, false), "50/100 50.0% 2 failed 60.0 QPM ETA 50s");
+  EXPECT_EQ(Progress::format(0, 0, 10, 0.0, true), "[........................] 0/10 0.0% 0.0 QPM ETA ?");
+  EXPECT_EQ(Progress::format_duration(185), "3m05s");
+  EXPECT_EQ(Progress::format_duration(7260), "2h01m");
+}
+
+TEST(RateWindowTest, PerMinuteOverTheWindow) {
+  RateWindow w(60.0);
+  EXPECT_EQ(w.per_minute(0.0), 0.0);
+  w.add(100.0, 10);
+  w.add(110.0, 10);
+  EXPECT_DOUBLE_EQ(w.per_minute(130.0), 40.0);   // 20 in 30 s
+  EXPECT_DOUBLE_EQ(w.per_minute(170.0), 10.0);   // the first 10 left the window
+  EXPECT_DOUBLE_EQ(w.per_minute(500.0), 0.0);
+}
+
+TEST_F(BatchFiles, RunsResumesAndRecordsErrors) {
+  std::ofstream tasks(dir_ / "tasks.jsonl");
+  for (int i = 0; i < 6; ++i)
+    tasks << R"({"id":"t)" << i << R"(","image":"img/p)" << i << R"(.jpg","prompt":"q","max_tokens":2})" << "\n";
+  tasks << R"({"id":"broken","image":"img/broken.jpg","prompt":"q","answers":["A","B"]})" << "\n";
+  tasks << R"({"id":"missing","image":"img/none.jpg","prompt":"q"})" << "\n";
+  tasks.close();
+  const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
+  const fs::path out = dir_ / "results.jsonl";
+  // An earlier run finished t0 and was killed while writing t1.
+  std::ofstream(out) << R"({"id":"t0","text":"old","tokens":[],"ms":1})" << "\n" << R"({"id":"t1","te)";
+
+  testing::FakeService service;
+  service.queue_limit = 2;  // fewer than the concurrency: the pump must wait and resubmit
+  BatchJobOptions options;
+  options.concurrency = 4;
+  options.progress = false;
+  const BatchJobSummary s = run_batch_job(service, list, out.string(), options);
+  EXPECT_EQ(s.total, 8);
+  EXPECT_EQ(s.already_done, 1);
+  EXPECT_EQ(s.ran, 7);
+  EXPECT_EQ(s.failed, 2);
+  EXPECT_TRUE(s.any_failed());
+  EXPECT_EQ(service.submitted.load(), 6);  // the missing file never reached the engine
+
+  std::map<std::string, nlohmann::json> by_id;
+  for (const auto& rec : read_records(out)) {
+    EXPECT_EQ(by_id.count(rec["id"].get<std::string>()), 0u) << "duplicate " << rec["id"];
+    by_id[rec["id"].get<std::string>()] = rec;
+  }
+  ASSERT_EQ(by_id.size(), 8u);
+  EXPECT_EQ(by_id["t0"]["text"], "old");
+  EXPECT_EQ(by_id["t3"]["text"], "t0 t1");
+  EXPECT_EQ(by_id["t3"]["tokens"], nlohmann::json::array({0, 1}));
+  EXPECT_FALSE(by_id["t3"].contains("error"));
+  EXPECT_NE(by_id["broken"]["error"].get<std::string>().find("decode"), std::string::npos);
+  EXPECT_NE(by_id["missing"]["error"].get<std::string>().find("none.jpg"), std::string::npos);
+
+  // Run again: nothing left to do, the earlier failures still decide the status.
+  const BatchJobSummary again = run_batch_job(service, list, out.string(), options);
+  EXPECT_EQ(again.ran, 0);
+  EXPECT_EQ(again.already_done, 8);
+  EXPECT_EQ(again.earlier_failed, 2);
+  EXPECT_EQ(read_records(out).size(), 8u);
+}
+
+TEST_F(BatchFiles, AnswersBecomeLogprobs) {
+  std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"a","image":"img/p0.jpg","prompt":"q","answers":["yes","no"]})"
+                                      << "\n";
+  const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.progress = false;
+  options.max_tiles = 2;
+  const fs::path out = dir_ / "answers.jsonl";
+  EXPECT_FALSE(run_batch_job(service, list, out.string(), options).any_failed());
+  const auto records = read_records(out);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_FLOAT_EQ(records[0]["logprobs"]["yes"].get<float>(), -1.0f);
+  EXPECT_FLOAT_EQ(records[0]["logprobs"]["no"].get<float>(), -2.0f);
+  ASSERT_EQ(service.requests.size(), 1u);
+  EXPECT_EQ(service.requests[0].images[0].bytes, "JPEG0");
+  EXPECT_EQ(service.requests[0].max_tiles, 2);
+  EXPECT_EQ(service.requests[0].params.answers, (std::vector<std::string>{"yes", "no"}));
+}
+
+}  // namespace
+}  // namespace fovea

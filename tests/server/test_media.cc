@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/http_client.h"
+#include "server/http_server.h"
+#include "server/media.h"
+
+namespace fovea {
+namespace {
+namespace fs = std::filesystem;
+
+TEST(Base64, RoundTripsEveryLengthAndRejectsGarbage) {
+  std::string bytes;
+  for (int n = 0; n < 40; ++n) {
+    EXPECT_EQ(base64_decode(base64_encode(bytes)), bytes) << n;
+    bytes += char(n * 37 + 11);
+  }
+  EXPECT_EQ(base64_encode("Man"), "TWFu");
+  EXPECT_EQ(base64_encode("Ma"), "TWE=");
+  EXPECT_EQ(base64_decode("TW\nE="), "Ma");
+  EXPECT_EQ(base64_decode("TWE"), "Ma");          // padding optional
+  EXPECT_EQ(base64_decode("-_-_"), base64_decode("+/+/"));  // URL-safe alphabet
+  EXPECT_THROW(base64_decode("TW!u"), MediaError);
+  EXPECT_THROW(base64_decode("TWFu=x"), MediaError);
+  EXPECT_THROW(base64_decode("T"), MediaError);
+}
+
+class MediaFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("fovea_media_" + std::to_string(::getpid()));
+    fs::create_directories(root_ / "allowed" / "sub");
+    std::ofstream(root_ / "allowed" / "sub" / "a.png") << "PNGDATA";
+    std::ofstream(root_ / "secret.png") << "SECRET";
+    fs::create_symlink(root_ / "secret.png", root_ / "allowed" / "escape.png");
+    options_.allowed_media_dir = (root_ / "allowed").string();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+  fs::path root_;
+  MediaOptions options_;
+};
+
+TEST_F(MediaFiles, LocalPathsOnlyInsideTheAllowedDirectory) {
+  const std::string inside = (root_ / "allowed" / "sub" / "a.png").string();
+  EXPECT_EQ(load_image_url(inside, options_), "PNGDATA");
+  EXPECT_EQ(load_image_url("file://" + inside, options_), "PNGDATA");
+  EXPECT_EQ(load_image_url("sub/a.png", options_), "PNGDATA");  // relative to the allowed directory
+  EXPECT_THROW(load_image_url((root_ / "secret.png").string(), options_), MediaError);
+  EXPECT_THROW(load_image_url((root_ / "allowed" / ".." / "secret.png").string(), options_), MediaError);
+  EXPECT_THROW(load_image_url((root_ / "allowed" / "escape.png").string(), options_), MediaError);  // symlink out
+  EXPECT_THROW(load_image_url((root_ / "allowed" / "missing.png").string(), options_), MediaError);
+  MediaOptions none;
+  EXPECT_THROW(load_image_url(inside, none), MediaError);
+  options_.max_bytes = 3;
+  EXPECT_THROW(load_image_url(inside, options_), MediaError);
+}
+
+TEST_F(MediaFiles, DataUrlsAndRefusedSchemes) {
+  EXPECT_EQ(load_image_url("data:image/png;base64," + base64_encode("xyz"), options_), "xyz");
+  EXPECT_EQ(load_image_url("DATA:image/png;base64," + base64_encode("xyz"), options_), "xyz");
+  EXPECT_THROW(load_image_url("data:image/png;base64", options_), MediaError);
+  EXPECT_THROW(load_image_url("data:image/png;base64,", options_), MediaError);
+  EXPECT_THROW(load_image_url("http://127.0.0.1:1/x.png", options_), MediaError);  // remote not allowed
+  EXPECT_THROW(load_image_url("ftp://host/x.png", options_), MediaError);
+  EXPECT_THROW(load_image_url("", options_), MediaError);
+  options_.allow_remote = true;
+  try {
+    load_image_url("https://example.com/x.png", options_);
+    FAIL() << "https must be refused";
+  } catch (const MediaError& e) {
+    EXPECT_NE(std::string(e.what()).find("https"), std::string::npos);
+  }
+  options_.max_bytes = 4;
+  EXPECT_THROW(load_image_url("data:image/png;base64," + base64_encode("too long"), options_), MediaError);
+}
+
+TEST(HttpUrl, Parses) {
+  ParsedUrl u = parse_http_url("http://host:8080/a/b.png?x=1#frag");
+  EXPECT_EQ(u.host, "host");
+  EXPECT_EQ(u.port, 8080);
+  EXPECT_EQ(u.target, "/a/b.png?x=1");
+  u = parse_http_url("HTTP://[::1]/x");
+  EXPECT_EQ(u.host, "::1");
+  EXPECT_EQ(u.port, 80);
+  EXPECT_EQ(parse_http_url("http://h").target, "/");
+  EXPECT_EQ(parse_http_url("https://h/").port, 443);
+  EXPECT_THROW(parse_http_url("http://user:pw@h/"), MediaError);
+  EXPECT_THROW(parse_http_url("http://h:99999/"), MediaError);
+  EXPECT_THROW(parse_http_url("http:///x"), MediaError);
+}
+
+// The client against our own server: plain, chunked, redirect, 404, over the limit, and a server too slow.
+TEST(HttpClient, FetchesFromALocalServer) {
+  const std::string image(5000, 'i');
+  http::ServerOptions options;
+  options.port = 0;
+  options.handler_threads = 2;
+  http::Server server(options, [&](http::Exchange& ex) {
+    const std::string& path = ex.request().path;
+    if (path == "/img") {
+      ex.respond(200, "image/png", image);
+    } else if (path == "/chunked") {
+      ex.begin_stream(200, "image/png");
+      ex.write_chunk(image.substr(0, 1000));
+      ex.write_chunk(image.substr(1000));
+      ex.end_stream();
+    } else if (path == "/moved") {
+      ex.respond(302, "", "", {"Location: /img"});
+    } else if (path == "/slow") {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ex.respond(200, "image/png", image);
+    } else {
+      ex.respond(404, "text/plain", "no");
+    }
+  });
+  server.start();
+  const std::string base = "http://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(http_get(base + "/img", 1 << 20, 5000), image);
+  EXPECT_EQ(http_get(base + "/chunked", 1 << 20, 5000), image);
+  EXPECT_EQ(http_get(base + "/moved", 1 << 20, 5000), image);
+  EXPECT_THROW(http_get(base + "/moved", 1 << 20, 5000, 0), MediaError);
+  EXPECT_THROW(http_get(base + "/missing", 1 << 20, 5000), MediaError);
+  EXPECT_THROW(http_get(base + "/img", 100, 5000), MediaError);
+  EXPECT_THROW(http_get(base + "/slow", 1 << 20, 300), MediaError);
+  server.stop();
+}
+
+}  // namespace
+}  // namespace fovea

@@ -1,0 +1,167 @@
+#include <gtest/gtest.h>
+
+#include "server/media.h"
+#include "server/openai_api.h"
+
+namespace fovea::openai {
+namespace {
+
+MediaLoader fake_loader(std::vector<std::string>* seen) {
+  return [seen](const std::string& url) -> std::string {
+    seen->push_back(url);
+    if (url == "refused") throw MediaError("not allowed");
+    return "bytes:" + url;
+  };
+}
+
+bool parse(const std::string& body, ChatRequest* out, ApiError* error, std::vector<std::string>* seen = nullptr) {
+  std::vector<std::string> ignored;
+  ParseOptions options;
+  options.default_max_tokens = 7;
+  options.max_tiles = 2;
+  return parse_chat_request(body, options, fake_loader(seen ? seen : &ignored), out, error);
+}
+
+TEST(OpenAiParse, TextImageAndParameters) {
+  ChatRequest r;
+  ApiError e;
+  std::vector<std::string> seen;
+  ASSERT_TRUE(parse(R"({"model":"m","stream":true,"stream_options":{"include_usage":true},
+    "messages":[{"role":"system","content":"be brief"},
+                {"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}},
+                                          {"type":"text","text":"what is it?"}]}],
+    "max_tokens":5,"max_completion_tokens":9,"temperature":0.5,"top_p":0.9,"seed":42,"stop":["x","y"],
+    "logprobs":true,"top_logprobs":3,"n":1,"unknown_field":{}})",
+                    &r, &e, &seen))
+      << e.message;
+  EXPECT_EQ(r.model, "m");
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.request.system, "be brief");
+  EXPECT_EQ(r.request.prompt, "what is it?");
+  ASSERT_EQ(r.request.images.size(), 1u);
+  EXPECT_EQ(r.request.images[0].bytes, "bytes:data:image/png;base64,AAAA");
+  EXPECT_EQ(r.request.images[0].label, "data: URL #1");
+  EXPECT_EQ(r.request.params.max_tokens, 9);  // max_completion_tokens wins
+  EXPECT_FLOAT_EQ(r.request.params.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.request.params.top_p, 0.9f);
+  EXPECT_EQ(r.request.params.seed, 42u);
+  EXPECT_EQ(r.request.params.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_EQ(r.request.params.top_logprobs, 3);
+  EXPECT_EQ(r.request.max_tiles, 2);
+}
+
+TEST(OpenAiParse, DefaultsAndStringContent) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"},{"role":"user","content":"there"}],
+                        "stop":"END","logprobs":true})",
+                    &r, &e));
+  EXPECT_EQ(r.request.prompt, "hi\nthere");
+  EXPECT_EQ(r.request.params.max_tokens, 7);
+  EXPECT_EQ(r.request.params.temperature, 0.0f);
+  EXPECT_EQ(r.request.params.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(r.request.params.top_logprobs, 1);  // logprobs without top_logprobs still needs the chosen token's
+  EXPECT_EQ(r.top_logprobs, 0);
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(OpenAiParse, BadRequestsNameTheParameter) {
+  struct Case {
+    const char* body;
+    const char* param;  // "" for none
+  } cases[] = {
+      {"not json", ""},
+      {"[1]", ""},
+      {R"({"messages":[]})", "messages"},
+      {R"({"messages":[{"role":"user","content":"a"}],"max_tokens":0})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"a"}],"max_tokens":"5"})", "max_tokens"},
+      {R"({"messages":[{"role":"user","content":"a"}],"max_completion_tokens":99999999})", "max_completion_tokens"},
+      {R"({"messages":[{"role":"user","content":"a"}],"temperature":3})", "temperature"},
+      {R"({"messages":[{"role":"user","content":"a"}],"top_p":-1})", "top_p"},
+      {R"({"messages":[{"role":"user","content":"a"}],"n":2})", "n"},
+      {R"({"messages":[{"role":"user","content":"a"}],"stop":[1]})", "stop"},
+      {R"({"messages":[{"role":"user","content":"a"}],"stop":["a","b","c","d","e"]})", "stop"},
+      {R"({"messages":[{"role":"user","content":"a"}],"top_logprobs":2})", "top_logprobs"},
+      {R"({"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
+      {R"({"messages":[{"role":"user","content":"a"}],"stream":"yes"})", "stream"},
+      {R"({"messages":[{"role":"user","content":"a"}],"model":5})", "model"},
+      {R"({"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]})", "messages"},
+      {R"({"messages":[{"role":"system","content":"a"}]})", "messages"},
+      {R"({"messages":[{"role":"wizard","content":"a"}]})", "messages"},
+      {R"({"messages":[{"role":"user","content":[{"type":"audio"}]}]})", "messages"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages"},
+      {R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"refused"}}]}]})", "messages"},
+  };
+  for (const auto& c : cases) {
+    ChatRequest r;
+    ApiError e;
+    EXPECT_FALSE(parse(c.body, &r, &e)) << c.body;
+    EXPECT_EQ(e.status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_FALSE(e.message.empty());
+  }
+}
+
+TEST(OpenAiParse, MediaIsLoadedOnlyAfterCheapChecks) {
+  ChatRequest r;
+  ApiError e;
+  std::vector<std::string> seen;
+  EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":"u1"}]}],
+                         "temperature":9})",
+                     &r, &e, &seen));
+  EXPECT_TRUE(seen.empty());
+  EXPECT_EQ(e.param, "temperature");
+}
+
+TEST(OpenAiJson, ResponseShapes) {
+  const Completion c{"chatcmpl-1", 1700000000, "fovea-demo"};
+  const Json body = completion_json(c, "yes", "stop", Json(), 12, 1);
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["choices"][0]["message"]["content"], "yes");
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(body["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(body["usage"]["total_tokens"], 13);
+
+  const Json chunk = chunk_json(c, Json{{"content", "a"}}, "", Json());
+  EXPECT_EQ(chunk["object"], "chat.completion.chunk");
+  EXPECT_TRUE(chunk["choices"][0]["finish_reason"].is_null());
+  EXPECT_EQ(chunk["choices"][0]["delta"]["content"], "a");
+  EXPECT_EQ(chunk_json(c, Json::object(), "length", Json())["choices"][0]["finish_reason"], "length");
+  EXPECT_TRUE(usage_chunk_json(c, 3, 4)["choices"].empty());
+  EXPECT_EQ(usage_chunk_json(c, 3, 4)["usage"]["completion_tokens"], 4);
+
+  ApiError e;
+  e.status = 429;
+  e.message = "busy";
+  e.type = "rate_limit_error";
+  e.code = "rate_limit_exceeded";
+  const Json err = error_json(e);
+  EXPECT_EQ(err["error"]["message"], "busy");
+  EXPECT_TRUE(err["error"]["param"].is_null());
+  EXPECT_EQ(err["error"]["code"], "rate_limit_exceeded");
+
+  EXPECT_EQ(models_json("m", 5)["data"][0]["id"], "m");
+  EXPECT_EQ(finish_reason_for("length"), "length");
+  EXPECT_EQ(finish_reason_for("stop"), "stop");
+}
+
+TEST(OpenAiJson, LogprobContentTrimsTopList) {
+  TokenLogprob lp;
+  lp.token = 7;
+  lp.logprob = -0.25f;
+  lp.top = {{7, -0.25f}, {8, -2.0f}, {9, -3.0f}};
+  const Json content = logprob_content({lp}, 2, [](int32_t t) { return t == 7 ? std::string("是") : "x"; });
+  ASSERT_EQ(content.size(), 1u);
+  EXPECT_EQ(content[0]["token"], "是");
+  EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.25f);
+  EXPECT_EQ(content[0]["bytes"].size(), 3u);  // UTF-8 bytes of 是
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+  EXPECT_EQ(logprob_content({lp}, 0, [](int32_t) { return std::string(); })[0]["top_logprobs"].size(), 0u);
+}
+
+}  // namespace
+}  // namespace fovea::openai
