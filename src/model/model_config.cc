@@ -55,6 +55,7 @@ void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
   l->max_position = s.get_int("max_position_embeddings", 32768);
   const std::string act = s.get_string("hidden_act", "silu");
   FOVEA_CHECK(act == "silu", s.where, ".hidden_act '", act, "' is not supported (silu only)");
+  FOVEA_CHECK(!s.get_bool("use_sliding_window", false), s.where, ".use_sliding_window true is not supported");
 }
 
 // InternLM2's config carries rope_scaling {type: dynamic, factor: 2}: dynamic NTK only changes positions past
