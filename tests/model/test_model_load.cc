@@ -10,6 +10,7 @@
 #include "model/model_desc.h"
 #include "model/safetensors.h"
 #include "model/weight_map.h"
+#include "golden_pixels.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -167,6 +168,22 @@ TEST(GoldenLoad, ShardedCheckpointLoadsTheSame) {
   test::write_bytes(dir.file("model.safetensors.index.json"), "{\"weight_map\":{" + weight_map + "}}");
   std::filesystem::remove(dir.file("model.safetensors"));
   expect_identical_weights(load_model(dir.path().string()).weights, load_model(src).weights);
+}
+
+TEST(GoldenPixels, DecodeMatchesThePythonValues) {
+  // Values printed by python/make_golden.py's make_pixels() for these indices.
+  const Tensor all = test::golden_pixel_values(golden_dir(), {0, 1, 2, 3});
+  auto at = [&](int t, int c, int y, int x) { return all.ptr<float>()[((t * 3 + c) * 448 + y) * 448 + x]; };
+  EXPECT_EQ(at(0, 0, 0, 0), 1.75f);
+  EXPECT_EQ(at(0, 0, 0, 1), -1.25f);
+  EXPECT_EQ(at(3, 1, 100, 201), 1.5f);
+  EXPECT_EQ(at(2, 2, 447, 447), 1.5f);
+  EXPECT_EQ(at(1, 0, 13, 14), -1.5f);
+  double sum = 0;
+  for (int64_t i = 0; i < all.numel(); ++i) sum += all.ptr<float>()[i];
+  EXPECT_EQ(sum, -302794.5);
+  const Tensor t1 = test::golden_pixel_values(golden_dir(), {3});
+  EXPECT_EQ(t1.ptr<float>()[(1 * 448 + 100) * 448 + 201], 1.5f);
 }
 
 TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
