@@ -69,3 +69,13 @@ TEST(ByteLevelBpe, Qwen2InvalidUtf8AndEmpty) {
   const auto ids = qwen2().encode("\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");
   EXPECT_EQ(qwen2().decode(ids), "\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");
 }
+
+// Random texts aimed at the regex, NFC and contraction edge cases, with ids from Hugging Face `tokenizers`
+// (golden files made by gen_fuzz_vectors.py).
+TEST(ByteLevelBpe, Qwen2FuzzAgainstHuggingFace) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  const std::string dir = std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/";
+  const auto cases = test::read_vectors(dir + "qwen2_fuzz.inp", dir + "qwen2_fuzz.out");
+  ASSERT_EQ(cases.size(), 400u);
+  for (const auto& c : cases) EXPECT_EQ(ids_str(qwen2().encode(c.text)), ids_str(c.ids)) << "text: [" << c.text << "]";
+}

@@ -81,3 +81,15 @@ TEST(SentencePieceBpe, RejectsBrokenFiles) {
   }
   EXPECT_THROW(load_tokenizer(path), Error);  // empty: no pieces
 }
+
+// Random texts (user-defined pieces, fullwidth letters, spaces, emoji...) with ids from libsentencepiece
+// (golden files made by gen_fuzz_vectors.py).
+TEST(SentencePieceBpe, Internlm2FuzzAgainstSentencePiece) {
+  if (!std::filesystem::exists(kInternlm2Model)) GTEST_SKIP() << "no ../shared";
+  const auto tokenizer = load_tokenizer(kInternlm2Model);
+  const std::string dir = std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/";
+  const auto cases = test::read_vectors(dir + "internlm2_fuzz.inp", dir + "internlm2_fuzz.out");
+  ASSERT_EQ(cases.size(), 400u);
+  for (const auto& c : cases)
+    EXPECT_EQ(ids_str(tokenizer->encode(c.text)), ids_str(c.ids)) << "text: [" << c.text << "]";
+}
