@@ -1,4 +1,4 @@
-// Perf mode of test_ops (FOVEA_OPS_PERF=1): times the key ops of the CUDA backend at the real shapes with CUDA
+// Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops): times the key ops of the CUDA backend at the real shapes with CUDA
 // events on the backend's stream and prints TFLOP/s or GB/s against the H200 ceilings measured on the device
 // machine (bf16 GEMM ~790 TFLOP/s, device copy ~4.3 TB/s counting reads and writes). No assertions on speed.
 #include <cuda_runtime.h>
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -123,6 +124,16 @@ void vit_layer(Perf& p) {
               layer_ms * 24 / batch);
 }
 
+// The ViT attention alone (what FOVEA_OPS_PERF=attention times, with the paged cases).
+void vit_attention(Perf& p) {
+  const int batch = 32, tokens = 1025, heads = 16, head_dim = 64;
+  const int64_t m = int64_t(batch) * tokens;
+  Tensor qkv = p.random(DType::BF16, {m, 3 * heads * head_dim}), out = p.b().alloc(DType::BF16, {m, heads * head_dim});
+  p.report_flops("vit attention_dense B=32 T=1025 H=16 D=64",
+                 p.time_ms([&] { p.b().attention_dense(qkv, batch, tokens, heads, head_dim, out); }),
+                 4.0 * batch * heads * double(tokens) * tokens * head_dim);
+}
+
 void llm_prefill(Perf& p) {
   const int64_t m = 8192;
   struct Gemm {
@@ -181,9 +192,14 @@ void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len) {
 TEST(OpsPerf, KeyOpsAtRealShapes) {
   if (!std::getenv("FOVEA_OPS_PERF")) GTEST_SKIP() << "set FOVEA_OPS_PERF=1 to time the CUDA ops";
   if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU";
+  const bool only_attention = std::string(std::getenv("FOVEA_OPS_PERF")) == "attention";
   Perf p;
-  vit_layer(p);
-  llm_prefill(p);
+  if (only_attention) {
+    vit_attention(p);
+  } else {
+    vit_layer(p);
+    llm_prefill(p);
+  }
   paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);
   paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);
   paged(p, "paged decode 64 seq x ctx 3409 (KV bytes)", 64, 1, 3409);

@@ -82,6 +82,9 @@ TEST_F(PagedOpsTest, DecodeBatch) {
     run_case({std::vector<int>(6, 1), ctx, 8, 2, head_dim, 16});
   }
   run_case({{1, 1, 1}, {1000, 5, 129}, 32, 8, 128, 16});  // InternLM2-7B heads, one long context
+  // Contexts past 256 keys take the split-KV path on CUDA: short chunks (causal inside a split), empty splits.
+  run_case({{3, 1}, {700, 513}, 8, 2, 128, 16});
+  run_case({{2, 1, 1}, {2100, 40, 300}, 14, 2, 64, 32});
 }
 
 TEST_F(PagedOpsTest, PrefillAndChunkedPrefill) {

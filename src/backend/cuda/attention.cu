@@ -1,236 +1,18 @@
 // Flash attention for both layouts (see attention_common.cuh): online softmax over 64-key tiles, no score
-// matrix in memory. The tensor-core kernel (mma.sync m16n8k16, bf16 in, f32 accumulate) serves head dims up
-// to 128, padded to 32, 64 or 128 with zeros, with K/V tiles double-buffered through cp.async; a SIMT kernel (one warp per query row) serves head dims up to 256.
+// matrix in memory. The tensor-core kernel (attention_mma.cuh) serves head dims up to 128, padded to 32, 64 or
+// 128 with zeros; a SIMT kernel (one warp per query row, below) serves head dims up to 256.
 #include <cmath>
+#include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace fovea::cuda {
 namespace {
-
-constexpr int kTileRows = 64;  // query rows per block: 4 warps x 16
-constexpr int kTileKeys = 64;  // keys per step
-constexpr int kWarps = 4;
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-// 16-byte asynchronous copy global -> shared; with valid == false it writes 16 zero bytes and reads nothing
-// (src_size 0), `src` then only has to be some valid address.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
-// Starts copying a 64-row tile of head_dim-long rows into shared memory (row stride kPad + 8 elements, which
-// keeps ldmatrix free of bank conflicts). Rows for which row_ptr returns null and columns past head_dim become
-// zeros: padded dims must add nothing to Q·K, and masked V rows must not be NaN garbage.
-template <int kPad, typename RowPtr>
-__device__ __forceinline__ void load_tile_async(__nv_bfloat16* tile, int head_dim, const void* any_valid,
-                                                RowPtr row_ptr) {
-  constexpr int kStride = kPad + 8, kChunks = kPad / 8;
-  constexpr int kPerThread = kTileRows * kChunks / (kWarps * 32);
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int chunk = threadIdx.x + i * kWarps * 32;
-    const int row = chunk / kChunks, col = (chunk % kChunks) * 8;
-    const __nv_bfloat16* src = col < head_dim ? row_ptr(row) : nullptr;
-    cp_async16(tile + row * kStride + col, src ? src + col : any_valid, src != nullptr);
-  }
-}
-
-template <int kPad>
-__global__ void __launch_bounds__(kWarps * 32) flash_attention_mma(AttentionProblem p) {
-  constexpr int kStride = kPad + 8, kSteps = kPad / 16, kKeyTiles = kTileKeys / 8, kDimTiles = kPad / 8;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  // Q tile, then two stages of (K tile, V tile): the next tile's copy runs while this one is computed on.
-  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-  auto stage_k = [&](int stage) { return sQ + (kTileRows + 2 * stage * kTileKeys) * kStride; };
-  auto stage_v = [&](int stage) { return stage_k(stage) + kTileKeys * kStride; };
-
-  const int seq = blockIdx.z, kv_head = blockIdx.y;
-  const SequenceSpan span = sequence_span(p, seq);
-  // Causal blocks late in a sequence see the most keys: schedule them first so the grid's tail is short.
-  const int row_tile = p.paged ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
-  const int row0 = row_tile * kTileRows;
-  if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int last_token = min(span.q_len - 1, (row0 + kTileRows - 1) / p.group);
-  const int kv_end = min(span.kv_len, span.limit(last_token) + 1);
-
-  load_tile_async<kPad>(sQ, p.head_dim, p.qkv, [&](int r) -> const __nv_bfloat16* {
-    const int token = (row0 + r) / p.group;
-    if (token >= span.q_len) return nullptr;
-    return query_ptr(p, span, token, kv_head * p.group + (row0 + r) % p.group);
-  });
-  cp_async_commit();
-  auto issue_kv = [&](int tile) {
-    const int key0 = tile * kTileKeys;
-    for (int which = 0; which < 2; ++which) {
-      load_tile_async<kPad>(which ? stage_v(tile & 1) : stage_k(tile & 1), p.head_dim, p.qkv,
-                            [&](int r) -> const __nv_bfloat16* {
-                              const int pos = key0 + r;
-                              return pos < kv_end ? kv_ptr(p, span, seq, pos, kv_head, which) : nullptr;
-                            });
-    }
-  };
-  const int num_tiles = (kv_end + kTileKeys - 1) / kTileKeys;
-  if (num_tiles > 0) issue_kv(0);
-  cp_async_commit();
-  cp_async_wait<1>();  // Q has landed; tile 0 may still be in flight
-  __syncthreads();
-
-  // This thread's two rows (g and g + 8 of its warp's 16) and the last key each may see (-1: padding row).
-  const int my_row[2] = {row0 + warp * 16 + g, row0 + warp * 16 + g + 8};
-  int key_limit[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int token = my_row[h] / p.group;
-    key_limit[h] = token < span.q_len ? min(span.limit(token), span.kv_len - 1) : -1;
-  }
-  const int warp_first_token = (row0 + warp * 16) / p.group;
-  const bool warp_active = warp_first_token < span.q_len;
-  const int warp_key_limit = min(span.kv_len - 1, span.limit(min(span.q_len - 1, (row0 + warp * 16 + 15) / p.group)));
-
-  uint32_t q_frag[kSteps][4];
-#pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
-    const __nv_bfloat16* base = sQ + (warp * 16 + g) * kStride + k * 16 + 2 * t;
-    q_frag[k][0] = *reinterpret_cast<const uint32_t*>(base);
-    q_frag[k][1] = *reinterpret_cast<const uint32_t*>(base + 8 * kStride);
-    q_frag[k][2] = *reinterpret_cast<const uint32_t*>(base + 8);
-    q_frag[k][3] = *reinterpret_cast<const uint32_t*>(base + 8 * kStride + 8);
-  }
-
-  float acc[kDimTiles][4] = {};
-  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
-
-  for (int tile = 0; tile < num_tiles; ++tile) {
-    if (tile + 1 < num_tiles) issue_kv(tile + 1);
-    cp_async_commit();  // possibly empty, so that wait<1> always means "all but the newest group"
-    cp_async_wait<1>();
-    __syncthreads();  // tile `tile` is visible to every warp
-    const int key0 = tile * kTileKeys;
-    const __nv_bfloat16* sK = stage_k(tile & 1);
-    const __nv_bfloat16* sV = stage_v(tile & 1);
-    // Warps with nothing visible in this tile (padding rows, causal future) skip the math but keep the
-    // barriers: the condition is warp-uniform, not block-uniform.
-    if (warp_active && key0 <= warp_key_limit) {
-      float s[kKeyTiles][4] = {};
-#pragma unroll
-      for (int k = 0; k < kSteps; ++k) {
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; n += 2) {
-          // One ldmatrix gives the B fragments of key tiles n and n + 1 for this k-step.
-          uint32_t k_frag[4];
-          ldmatrix_x4(k_frag, sK + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + k * 16 + ((lane >> 3) & 1) * 8);
-          mma_bf16(s[n], q_frag[k], k_frag[0], k_frag[1]);
-          mma_bf16(s[n + 1], q_frag[k], k_frag[2], k_frag[3]);
-        }
-      }
-      // Mask, then the online-softmax update for rows g (h = 0) and g + 8 (h = 1).
-      float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2, key = key0 + n * 8 + 2 * t + (e & 1);
-          if (key > key_limit[h]) s[n][e] = -INFINITY;
-          tile_max[h] = fmaxf(tile_max[h], s[n][e]);
-        }
-      }
-      float correction[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
-        tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
-        const float new_max = fmaxf(row_max[h], tile_max[h]);
-        // A row with nothing visible yet keeps max -inf; use 0 as its base so exp2 gives 0, not NaN.
-        const float base = new_max == -INFINITY ? 0.f : new_max * p.scale_log2;
-        correction[h] = row_max[h] == -INFINITY ? 0.f : exp2f(row_max[h] * p.scale_log2 - base);
-        row_max[h] = new_max;
-        row_sum[h] *= correction[h];
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; ++n) {
-          s[n][2 * h] = exp2f(s[n][2 * h] * p.scale_log2 - base);
-          s[n][2 * h + 1] = exp2f(s[n][2 * h + 1] * p.scale_log2 - base);
-          row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
-        }
-      }
-#pragma unroll
-      for (int d = 0; d < kDimTiles; ++d) {
-        acc[d][0] *= correction[0];
-        acc[d][1] *= correction[0];
-        acc[d][2] *= correction[1];
-        acc[d][3] *= correction[1];
-      }
-      // O += P·V: the S accumulators of key tiles 2k and 2k+1 are exactly the A fragment of k-step k.
-#pragma unroll
-      for (int k = 0; k < kTileKeys / 16; ++k) {
-        const uint32_t p_frag[4] = {pack_bf16(s[2 * k][0], s[2 * k][1]), pack_bf16(s[2 * k][2], s[2 * k][3]),
-                                    pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                    pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3])};
-#pragma unroll
-        for (int d = 0; d < kDimTiles; d += 2) {
-          uint32_t v_frag[4];
-          ldmatrix_x4_trans(v_frag, sV + (k * 16 + (lane & 15)) * kStride + d * 8 + (lane >> 4) * 8);
-          mma_bf16(acc[d], p_frag, v_frag[0], v_frag[1]);
-          mma_bf16(acc[d + 1], p_frag, v_frag[2], v_frag[3]);
-        }
-      }
-    }
-    __syncthreads();  // everyone is done with this stage before the next iteration refills it
-  }
-
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 1);
-    row_sum[h] += __shfl_xor_sync(0xffffffffu, row_sum[h], 2);
-    const int token = my_row[h] / p.group;
-    if (token >= span.q_len) continue;
-    const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
-    __nv_bfloat16* out = output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group);
-#pragma unroll
-    for (int d = 0; d < kDimTiles; ++d) {
-      const int col = d * 8 + 2 * t;
-      if (col < p.head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(out + col) =
-            __floats2bfloat162_rn(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
-    }
-  }
-}
 
 // Generic path: one warp per (query token, q head); lane l owns dims [8l, 8l + 8). Any head_dim <= 256 that is
 // a multiple of 8. Slow (no data reuse across rows) but simple, and it checks the fast path's indexing.
@@ -271,30 +53,115 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
   store_bf16<8>(output_ptr(p, span, token, head) + lane * 8, acc);
 }
 
+// Tile configurations that were timed against each other (bench/results/cuda_ops_*.md); kVariant picks one.
+// FOVEA_CUDA_ATTN_VARIANT overrides it for benchmarking only.
 template <int kPad>
-constexpr int mma_smem_bytes() {
-  return (kTileRows + 4 * kTileKeys) * (kPad + 8) * 2;  // Q + 2 stages of K and V
-}
+using Variant0 = MmaConfig<kPad, 4, 2, false>;
+template <int kPad>
+using Variant1 = MmaConfig<kPad, 4, 2, true>;
+template <int kPad>
+using Variant2 = MmaConfig<kPad, 4, 3, true>;
+template <int kPad>
+using Variant3 = MmaConfig<kPad, 8, 2, true>;
+template <int kPad>
+using Variant4 = MmaConfig<kPad, 8, 3, true>;
+template <int kPad>
+using Variant5 = MmaConfig<kPad, 4, 2, true, kPad <= 64 ? 3 : 2>;  // registers capped for occupancy
+constexpr int kDefaultVariant = 1;
+int g_variant = kDefaultVariant;
 
-template <int kPad>
+template <class C>
 void set_smem_limit() {
-  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma<kPad>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        mma_smem_bytes<kPad>()));
+  FOVEA_CUDA_CHECK(
+      cudaFuncSetAttribute(flash_attention_mma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes()));
 }
 
-template <int kPad>
-void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  const int row_tiles = int((int64_t(max_q_len) * p.group + kTileRows - 1) / kTileRows);
-  const dim3 grid(row_tiles, p.kv_heads, num_seqs);
-  flash_attention_mma<kPad><<<grid, kWarps * 32, mma_smem_bytes<kPad>(), stream>>>(p);
+template <template <int> class V>
+void set_smem_limits() {
+  set_smem_limit<V<32>>();
+  set_smem_limit<V<64>>();
+  set_smem_limit<V<128>>();
+}
+
+template <class C>
+void launch_config(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  const int row_tiles = int((int64_t(max_q_len) * p.group + C::kRows - 1) / C::kRows);
+  const dim3 grid(p.num_splits > 1 ? p.num_splits : row_tiles, p.kv_heads, num_seqs);
+  flash_attention_mma<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p);
   FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+template <template <int> class V>
+void launch_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  if (p.head_dim <= 32) return launch_config<V<32>>(p, num_seqs, max_q_len, stream);
+  if (p.head_dim <= 64) return launch_config<V<64>>(p, num_seqs, max_q_len, stream);
+  return launch_config<V<128>>(p, num_seqs, max_q_len, stream);
+}
+
+void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  switch (g_variant) {
+    case 0: return launch_variant<Variant0>(p, num_seqs, max_q_len, stream);
+    case 1: return launch_variant<Variant1>(p, num_seqs, max_q_len, stream);
+    case 2: return launch_variant<Variant2>(p, num_seqs, max_q_len, stream);
+    case 3: return launch_variant<Variant3>(p, num_seqs, max_q_len, stream);
+    case 4: return launch_variant<Variant4>(p, num_seqs, max_q_len, stream);
+    default: return launch_variant<Variant5>(p, num_seqs, max_q_len, stream);
+  }
+}
+
+// Query rows per block of the selected variant: split-KV needs the whole step's rows of a sequence in one tile.
+int variant_rows() { return g_variant == 3 || g_variant == 4 ? 128 : 64; }
+
+// Split-KV decode: a decode step (or a short chunk) over a long context has one row tile per (sequence, KV
+// head), too few blocks to keep the memory system busy; splitting the keys in 256-key pieces multiplies them.
+constexpr int kSplitKeys = 256, kMaxSplits = 32;
+
+int choose_splits(const PagedAttentionArgs& a, int group) {
+  if (a.head_dim > 128 || !a.workspace) return 1;
+  const int64_t rows = int64_t(a.max_q_len) * group;
+  if (rows > variant_rows() || a.max_ctx_len <= kSplitKeys) return 1;
+  const size_t per_split = size_t(a.num_seqs) * a.kv_heads * size_t(rows) * (a.head_dim + 2) * sizeof(float);
+  const int64_t by_keys = (a.max_ctx_len + kSplitKeys - 1) / kSplitKeys;
+  const int64_t by_memory = int64_t(a.workspace_bytes / per_split);
+  const int splits = int(std::min<int64_t>({by_keys, by_memory, kMaxSplits}));
+  return splits >= 2 ? splits : 1;
+}
+
+// Merges the splits of one (sequence, KV head, row): out = sum_s w_s acc_s / sum_s w_s l_s with
+// w_s = 2^(m_s - max m).
+__global__ void combine_splits(AttentionProblem p) {
+  __shared__ float weight[kMaxSplits];
+  __shared__ float inv_total;
+  const int local_row = blockIdx.x, kv_head = blockIdx.y, seq = blockIdx.z;
+  const SequenceSpan span = sequence_span(p, seq);
+  const int token = local_row / p.group;
+  if (token >= span.q_len) return;
+  const int64_t first = (int64_t(seq) * p.kv_heads + kv_head) * p.num_splits * p.split_rows + local_row;
+  if (threadIdx.x == 0) {
+    float top = -INFINITY;
+    for (int s = 0; s < p.num_splits; ++s) top = fmaxf(top, p.split_stats[2 * (first + int64_t(s) * p.split_rows)]);
+    float total = 0.f;
+    for (int s = 0; s < p.num_splits; ++s) {
+      const int64_t slot = first + int64_t(s) * p.split_rows;
+      const float m = p.split_stats[2 * slot];
+      weight[s] = m == -INFINITY ? 0.f : exp2f(m - top);
+      total += weight[s] * p.split_stats[2 * slot + 1];
+    }
+    inv_total = total > 0.f ? 1.f / total : 0.f;
+  }
+  __syncthreads();
+  __nv_bfloat16* out = output_ptr(p, span, token, kv_head * p.group + local_row % p.group);
+  for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+    float sum = 0.f;
+    for (int s = 0; s < p.num_splits; ++s)
+      if (weight[s] != 0.f) sum += weight[s] * p.split_out[(first + int64_t(s) * p.split_rows) * p.head_dim + d];
+    out[d] = __float2bfloat16(sum * inv_total);
+  }
 }
 
 void launch(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
   if (num_seqs == 0 || max_q_len == 0) return;
-  if (p.head_dim <= 32) return launch_mma<32>(p, num_seqs, max_q_len, stream);
-  if (p.head_dim <= 64) return launch_mma<64>(p, num_seqs, max_q_len, stream);
-  if (p.head_dim <= 128) return launch_mma<128>(p, num_seqs, max_q_len, stream);
+  if (p.head_dim <= 128) return launch_mma(p, num_seqs, max_q_len, stream);
   const int rows_per_seq = max_q_len * p.heads, threads = 128;
   const dim3 grid(blocks_for(int64_t(rows_per_seq) * 32, threads), num_seqs);
   flash_attention_simt<<<grid, threads, 0, stream>>>(p, rows_per_seq);
@@ -317,9 +184,13 @@ AttentionProblem base_problem(const bf16* qkv, bf16* out, int heads, int kv_head
 }  // namespace
 
 void prepare_attention_kernels() {
-  set_smem_limit<32>();
-  set_smem_limit<64>();
-  set_smem_limit<128>();
+  set_smem_limits<Variant0>();
+  set_smem_limits<Variant1>();
+  set_smem_limits<Variant2>();
+  set_smem_limits<Variant3>();
+  set_smem_limits<Variant4>();
+  set_smem_limits<Variant5>();
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_variant = std::atoi(v);
 }
 
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream) {
@@ -340,7 +211,19 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   p.max_blocks_per_seq = a.max_blocks_per_seq;
   p.block_size = a.block_size;
   p.num_blocks = a.num_blocks;
+  p.num_splits = choose_splits(a, p.group);
+  if (p.num_splits > 1) {
+    p.split_keys = kSplitKeys;
+    p.split_rows = a.max_q_len * p.group;
+    const size_t out_floats = size_t(a.num_seqs) * a.kv_heads * p.num_splits * p.split_rows * a.head_dim;
+    p.split_out = a.workspace;
+    p.split_stats = a.workspace + out_floats;
+  }
   launch(p, a.num_seqs, a.max_q_len, stream);
+  if (p.num_splits > 1) {
+    combine_splits<<<dim3(p.split_rows, a.kv_heads, a.num_seqs), 128, 0, stream>>>(p);
+    FOVEA_CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace fovea::cuda

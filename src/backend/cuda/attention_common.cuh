@@ -28,6 +28,12 @@ struct AttentionProblem {
   const int* block_table;
   int max_blocks_per_seq, block_size;
   int64_t num_blocks;
+  // Split-KV (decode with long contexts): when num_splits > 1 the grid's x walks splits of split_keys keys
+  // (one row tile only); each block leaves its rows' unnormalised output and (max, sum) in split_out /
+  // split_stats, indexed [seq][kv_head][split][row < split_rows], and a combine kernel merges the splits.
+  int num_splits = 1, split_keys = 0, split_rows = 0;
+  float* split_out = nullptr;    // [..][head_dim]
+  float* split_stats = nullptr;  // [..][2]: max (already times scale_log2, -inf if nothing seen), sum
 };
 
 // The span of one sequence: its queries are tokens [q_begin, q_begin + q_len) of qkv; it has kv_len keys; query
@@ -82,6 +88,24 @@ __device__ __forceinline__ const __nv_bfloat16* kv_ptr(const AttentionProblem& p
   const int64_t row = int64_t(block) * p.block_size + pos % p.block_size;
   const __nv_bfloat16* cache = which ? p.v_cache : p.k_cache;
   return cache + (row * p.kv_heads + kv_head) * p.head_dim;
+}
+
+// Element offset of key position `pos`'s K row from kv_base(p, 0) — and of its V row from kv_base(p, 1) — or -1
+// when the block table points outside the cache. One lookup serves both K and V.
+__device__ __forceinline__ int64_t kv_row_offset(const AttentionProblem& p, const SequenceSpan& s, int seq, int pos,
+                                                 int kv_head) {
+  if (!p.paged) return int64_t(s.q_begin + pos) * p.qkv_row + int64_t(kv_head) * p.head_dim;
+  const int logical_block = pos / p.block_size;
+  if (logical_block >= p.max_blocks_per_seq) return -1;
+  const int block = p.block_table[int64_t(seq) * p.max_blocks_per_seq + logical_block];
+  if (block < 0 || block >= p.num_blocks) return -1;
+  const int64_t row = int64_t(block) * p.block_size + pos % p.block_size;
+  return (row * p.kv_heads + kv_head) * p.head_dim;
+}
+
+__device__ __forceinline__ const __nv_bfloat16* kv_base(const AttentionProblem& p, int which) {
+  if (p.paged) return which ? p.v_cache : p.k_cache;
+  return p.qkv + int64_t(p.heads + which * p.kv_heads) * p.head_dim;
 }
 
 }  // namespace fovea::cuda

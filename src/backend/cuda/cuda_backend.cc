@@ -52,6 +52,10 @@ CudaBackend::CudaBackend(int device_index)
   FOVEA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   FOVEA_CUDA_CHECK(cudaMalloc(&error_flag_, sizeof(int)));
   FOVEA_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  // 64 MiB of split-KV partials: 64 sequences x 8 KV heads x 4 rows x 32 splits at head_dim 128 need 34 MiB;
+  // larger steps just split less.
+  attention_workspace_bytes_ = size_t(64) << 20;
+  FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   gemm_ = std::make_unique<LtGemm>(stream_);
   prepare_attention_kernels();
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -63,6 +67,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   if (stream_) cudaStreamSynchronize(stream_);
   if (error_flag_) cudaFree(error_flag_);
+  if (attention_workspace_) cudaFree(attention_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 

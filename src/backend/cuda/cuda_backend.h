@@ -68,6 +68,8 @@ class CudaBackend final : public Backend {
   int device_index_;
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
+  float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
+  size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
   std::unique_ptr<LtGemm> gemm_;
   std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released

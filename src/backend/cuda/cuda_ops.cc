@@ -203,6 +203,8 @@ void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& 
   args.kv_heads = kv_heads;
   args.head_dim = head_dim;
   args.num_blocks = cache.k.dim(0);
+  args.workspace = attention_workspace_;
+  args.workspace_bytes = attention_workspace_bytes_;
   launch_paged_attention(args, stream_);
 }
 

@@ -58,6 +58,8 @@ struct PagedAttentionArgs {
   bf16* out;               // [T, heads * head_dim]
   int num_seqs, max_q_len, max_ctx_len, max_blocks_per_seq, block_size, heads, kv_heads, head_dim;
   int64_t num_blocks;  // of the cache, to keep bad block-table entries from reading out of bounds
+  float* workspace = nullptr;  // for split-KV decode partial results; may be null (no splitting)
+  size_t workspace_bytes = 0;
 };
 // Raises the attention kernels' shared-memory limits; called once at backend construction, so that no such
 // call happens while a graph is being recorded.
