@@ -10,7 +10,7 @@ namespace {
 void put(ModelWeights* out, const std::string& name, Tensor t) { out->tensors[name] = std::move(t); }
 
 std::string llm_prefix(const SafetensorsSet& set) {
-  for (const char* p : {"language_model.model.", "model.language_model."}) {
+  for (const char* p : {"language_model.model.", "model.language_model.", "language_model."}) {
     for (const char* probe : {"embed_tokens.weight", "tok_embeddings.weight"})
       if (set.has(std::string(p) + probe)) return p;
   }
