@@ -53,22 +53,15 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
   store_bf16<8>(output_ptr(p, span, token, head) + lane * 8, acc);
 }
 
-// Tile configurations that were timed against each other (bench/results/cuda_ops_*.md); kVariant picks one.
-// FOVEA_CUDA_ATTN_VARIANT overrides it for benchmarking only.
+// Two tile configurations, chosen by the 2026-11-29 sweep of six (bench/results/cuda_ops_2026-11-29.md, run 3):
+// 8-warp blocks (128 query rows, 2 stages) were fastest for the ViT and for prefill (200 and 168 TFLOP/s against
+// 159 and 120 for 4-warp blocks); 4-warp blocks with the fast softmax were fastest for split-KV decode (1.9 TB/s
+// against 1.4). FOVEA_CUDA_ATTN_VARIANT=1 or 3 forces one of them everywhere, for benchmarking.
 template <int kPad>
-using Variant0 = MmaConfig<kPad, 4, 2, false>;
+using PrefillConfig = MmaConfig<kPad, 8, 2, true>;
 template <int kPad>
-using Variant1 = MmaConfig<kPad, 4, 2, true>;
-template <int kPad>
-using Variant2 = MmaConfig<kPad, 4, 3, true>;
-template <int kPad>
-using Variant3 = MmaConfig<kPad, 8, 2, true>;
-template <int kPad>
-using Variant4 = MmaConfig<kPad, 8, 3, true>;
-template <int kPad>
-using Variant5 = MmaConfig<kPad, 4, 2, true, kPad <= 64 ? 3 : 2>;  // registers capped for occupancy
-constexpr int kDefaultVariant = 1;
-int g_variant = kDefaultVariant;
+using DecodeConfig = MmaConfig<kPad, 4, 2, true>;
+int g_forced_variant = 0;  // 0: by mode; 1: DecodeConfig always; 3: PrefillConfig always
 
 template <class C>
 void set_smem_limit() {
@@ -99,18 +92,13 @@ void launch_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cuda
 }
 
 void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  switch (g_variant) {
-    case 0: return launch_variant<Variant0>(p, num_seqs, max_q_len, stream);
-    case 1: return launch_variant<Variant1>(p, num_seqs, max_q_len, stream);
-    case 2: return launch_variant<Variant2>(p, num_seqs, max_q_len, stream);
-    case 3: return launch_variant<Variant3>(p, num_seqs, max_q_len, stream);
-    case 4: return launch_variant<Variant4>(p, num_seqs, max_q_len, stream);
-    default: return launch_variant<Variant5>(p, num_seqs, max_q_len, stream);
-  }
+  const bool decode = g_forced_variant == 1 || (g_forced_variant == 0 && p.num_splits > 1);
+  if (decode) return launch_variant<DecodeConfig>(p, num_seqs, max_q_len, stream);
+  launch_variant<PrefillConfig>(p, num_seqs, max_q_len, stream);
 }
 
-// Query rows per block of the selected variant: split-KV needs the whole step's rows of a sequence in one tile.
-int variant_rows() { return g_variant == 3 || g_variant == 4 ? 128 : 64; }
+// Query rows per block of the configuration split-KV runs with: the step's rows of a sequence must fit one tile.
+int split_tile_rows() { return g_forced_variant == 3 ? PrefillConfig<64>::kRows : DecodeConfig<64>::kRows; }
 
 // Split-KV decode: a decode step (or a short chunk) over a long context has one row tile per (sequence, KV
 // head), too few blocks to keep the memory system busy; splitting the keys in 256-key pieces multiplies them.
@@ -119,7 +107,7 @@ constexpr int kSplitKeys = 256, kMaxSplits = 32;
 int choose_splits(const PagedAttentionArgs& a, int group) {
   if (a.head_dim > 128 || !a.workspace) return 1;
   const int64_t rows = int64_t(a.max_q_len) * group;
-  if (rows > variant_rows() || a.max_ctx_len <= kSplitKeys) return 1;
+  if (rows > split_tile_rows() || a.max_ctx_len <= kSplitKeys) return 1;
   const size_t per_split = size_t(a.num_seqs) * a.kv_heads * size_t(rows) * (a.head_dim + 2) * sizeof(float);
   const int64_t by_keys = (a.max_ctx_len + kSplitKeys - 1) / kSplitKeys;
   const int64_t by_memory = int64_t(a.workspace_bytes / per_split);
@@ -184,13 +172,9 @@ AttentionProblem base_problem(const bf16* qkv, bf16* out, int heads, int kv_head
 }  // namespace
 
 void prepare_attention_kernels() {
-  set_smem_limits<Variant0>();
-  set_smem_limits<Variant1>();
-  set_smem_limits<Variant2>();
-  set_smem_limits<Variant3>();
-  set_smem_limits<Variant4>();
-  set_smem_limits<Variant5>();
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_variant = std::atoi(v);
+  set_smem_limits<PrefillConfig>();
+  set_smem_limits<DecodeConfig>();
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
 }
 
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream) {
