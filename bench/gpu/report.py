@@ -113,6 +113,8 @@ def render(data):
     lines.append(f"| transformers bf16 vs fp32, first token | {pct(tf32)}; logits rel err "
                  f"{f((tf32 or {}).get('logits_rel_err', {}) and tf32['logits_rel_err']['mean'], '.2e')} mean |")
     for name, entry in (compare.get("runs") or {}).items():
+        if not entry.get("answered"):
+            continue
         if "vs_reference" in entry:
             lines.append(f"| Fovea {name} vs transformers bf16, first token | {pct(entry['vs_reference'])}; "
                          f"decisive requests {pct(entry.get('vs_reference_decisive'))} |")
