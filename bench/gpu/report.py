@@ -16,7 +16,7 @@ import common  # noqa: E402
 
 def collect(work):
     data = {key: common.read_json(os.path.join(work, f"{key}.json")) for key in
-            ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps")}
+            ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps", "gpu_tests")}
     data["fovea"] = {}
     for name in sorted(os.listdir(work)):
         if name.startswith("fovea_") and name.endswith(".json"):
@@ -152,6 +152,8 @@ def render(data):
     lines.append(f"| GEMM bf16 / FP8 at prefill shapes (M=8192) | "
                  f"{'-'.join(f(x, '.0f') for x in bf) if bf else 'n/a'} / "
                  f"{'-'.join(f(x, '.0f') for x in f8) if f8 else 'n/a'} TFLOP/s |")
+    for test, result in (data.get("gpu_tests") or {}).items():
+        lines.append(f"| GPU test {test} | {result['status']} ({result['seconds']:.0f} s) |")
     steps = data.get("steps") or {}
     if steps:
         lines += ["", "Steps: " + ", ".join(f"{k} {v.get('status')} ({v.get('seconds', 0):.0f} s)"

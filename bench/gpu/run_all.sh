@@ -9,6 +9,7 @@
 #                        [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
+#      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
 #      "fp8", with these options), FOVEA_BENCH_ARGS (when set: also `fovea bench` with these options).
 set -uo pipefail
@@ -50,7 +51,7 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 # Results of an earlier run go; its workload and model stay, so `--skip model` on a warm machine reuses them.
 rm -f "$WORK"/env.json "$WORK"/gemm.json "$WORK"/prompt.json "$WORK"/ref.json "$WORK"/ref_logits.npz \
-  "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json
+  "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json "$WORK"/gpu_tests.json
 LOG=$OUT/log.txt
 : > "$LOG"
 start=$(date +%s)
@@ -112,6 +113,9 @@ if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
 fi
 if [ -n "${FOVEA_BENCH_ARGS:-}" ]; then
   step fovea_bench 120 "$FOVEA" bench $FOVEA_BENCH_ARGS
+fi
+if [ -n "${FOVEA_GPU_TESTS:-}" ]; then
+  step gpu_tests 120 python3 $here/gpu_tests.py --out "$WORK/gpu_tests.json" --timeout 90 $FOVEA_GPU_TESTS
 fi
 step compare 20 python3 $here/compare.py --work "$WORK" --runs "$runs" --out "$WORK/compare.json"
 step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name"
