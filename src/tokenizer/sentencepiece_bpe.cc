@@ -69,7 +69,19 @@ SentencePieceBpe::SentencePieceBpe(SpModelProto model, const std::vector<AddedTo
     }
   }
   for (const AddedToken& token : added) added_.add(token);
+  index_space_neighbours();
   vocab_size_ = std::max<int>(int(model_.pieces.size()), added_.max_id() + 1);
+}
+
+void SentencePieceBpe::index_space_neighbours() {
+  for (const auto& [text, id] : piece_ids_) {
+    for (size_t at = text.find(kSpaceSymbol, 1); at != std::string_view::npos; at = text.find(kSpaceSymbol, at + 1)) {
+      size_t start = at - 1;  // back up to the first byte of the character before the "▁"
+      while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+      size_t length = 0;
+      before_space_.insert(utf8::decode(text.substr(start, at - start), 0, length));
+    }
+  }
 }
 
 // Identity normalisation plus the whitespace switches (the only normaliser InternLM2-style models use).
@@ -130,9 +142,25 @@ int32_t SentencePieceBpe::normal_piece_id(std::string_view piece) const {
 
 void SentencePieceBpe::encode_plain(std::string_view text, std::vector<int32_t>& out) const {
   const std::string normalized = normalize(text);
-  if (normalized.empty()) return;
-  std::vector<Symbol> symbols = split_symbols(normalized);
   const std::string_view all = normalized;
+  size_t word_start = 0;
+  char32_t previous = 0;
+  for (size_t pos = 0; pos < all.size();) {
+    size_t length = 0;
+    const char32_t cp = utf8::decode(all, pos, length);
+    if (cp == 0x2581 && pos > word_start && !before_space_.count(previous)) {
+      encode_normalized(all.substr(word_start, pos - word_start), out);
+      word_start = pos;
+    }
+    previous = cp;
+    pos += length;
+  }
+  if (word_start < all.size()) encode_normalized(all.substr(word_start), out);
+}
+
+void SentencePieceBpe::encode_normalized(std::string_view all, std::vector<int32_t>& out) const {
+  if (all.empty()) return;
+  std::vector<Symbol> symbols = split_symbols(all);
   std::priority_queue<MergeCandidate, std::vector<MergeCandidate>, LowerPriority> agenda;
   // Unused pieces may be passed through while merging but are split again at the end into what formed them.
   std::unordered_map<std::string_view, std::pair<std::string_view, std::string_view>> unused_splits;

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tokenizer/added_tokens.h"
@@ -40,6 +41,8 @@ class SentencePieceBpe final : public Tokenizer {
   std::vector<Symbol> split_symbols(std::string_view normalized) const;
   size_t user_defined_prefix(std::string_view text, size_t pos) const;
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_normalized(std::string_view normalized, std::vector<int32_t>& out) const;
+  void index_space_neighbours();
   void emit_symbol(std::string_view piece, std::vector<int32_t>& out) const;
   int32_t normal_piece_id(std::string_view piece) const;  // -1 when absent
 
@@ -51,6 +54,10 @@ class SentencePieceBpe final : public Tokenizer {
   AddedTokens added_;
   int32_t unk_id_ = 0;
   int vocab_size_ = 0;
+  // Characters that some piece has right before a "▁" (InternLM2: "▁", "\t", "\n"...). Before any other
+  // character a "▁" starts a new word no merge can cross, so encoding may cut the text there: same ids, and
+  // the merge queue stays word-sized instead of text-sized.
+  std::unordered_set<char32_t> before_space_;
 };
 
 }  // namespace fovea
