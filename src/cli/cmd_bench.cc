@@ -1,0 +1,226 @@
+// fovea bench: runs a workload through the engine and reports QPM, tokens/s, time per stage (EngineStats), and
+// MFU against a GEMM peak measured in the same process; writes JSON and an SVG plot.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/backend.h"
+#include "cli/command.h"
+#include "core/error.h"
+#include "model/model_desc.h"
+#include "server/bench_report.h"
+#include "server/bench_workload.h"
+#include "server/request_pump.h"
+#include "server/service.h"
+#include "tokenizer/chat_template.h"
+
+namespace fovea {
+namespace {
+
+const char* kDefaultQuestion =
+    "图中有3张以上的床，或者是有双层床，请直接给出是或者否，然后给出详细的解释。注意1张双层床有2张床";
+
+const char* kUsage =
+    "usage: fovea bench --model DIR (--photos DIR [--count N] | --images DIR [--count N]) [options]\n"
+    "  --photos DIR: the listing-photo mix (crop + resize to the resolution mix, JPEG q88) from these photos\n"
+    "  --images DIR: the files as they are (each once unless --count)\n"
+    "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)  --max-tiles N\n"
+    "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
+    "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
+    "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n";
+
+struct UsageError {
+  std::string message;
+};
+
+struct BenchConfig {
+  EngineConfig engine;
+  std::string photos, images, prompt, json_path, svg_path, save_dir, policy;
+  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2;
+  uint64_t seed = 0;
+  std::vector<int> gemm;
+  double gemm_seconds = 2.0;
+};
+
+BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
+  const Args args(raw);
+  try {
+    args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
+                     "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
+                     "--kv-blocks", "--json", "--svg", "--save-workload", "--help"});
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    throw UsageError{m.substr(m.find("unknown option"))};
+  }
+  if (args.has("--help")) throw UsageError{""};
+  BenchConfig c;
+  c.engine.model_dir = args.get("--model");
+  c.photos = args.get("--photos");
+  c.images = args.get("--images");
+  if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
+  if (c.photos.empty() == c.images.empty()) throw UsageError{"give exactly one of --photos DIR and --images DIR"};
+  c.prompt = args.get("--prompt", kDefaultQuestion);
+  c.policy = args.get("--policy", "official");
+  if (c.policy != "official" && c.policy != "compact") throw UsageError{"--policy must be official or compact"};
+  c.engine.backend = args.get("--backend", "auto");
+  c.json_path = args.get("--json", "bench.json");
+  c.svg_path = args.get("--svg", "bench.svg");
+  c.save_dir = args.get("--save-workload");
+  try {
+    c.count = args.get_int("--count", c.photos.empty() ? 0 : 32);
+    c.max_tokens = args.get_int("--max-tokens", 1);
+    c.max_tiles = args.get_int("--max-tiles", 0);
+    c.concurrency = args.get_int("--concurrency", 256);
+    c.warmup = args.get_int("--warmup", 2);
+    c.seed = uint64_t(args.get_int("--seed", 0));
+    c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
+    c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    throw UsageError{m.substr(m.find("--"))};
+  }
+  if (args.has("--gemm")) {
+    const std::string spec = args.get("--gemm");
+    int m = 0, n = 0, k = 0;
+    char tail = 0;
+    if (std::sscanf(spec.c_str(), "%d,%d,%d%c", &m, &n, &k, &tail) != 3 || m <= 0 || n <= 0 || k <= 0)
+      throw UsageError{"--gemm needs M,N,K"};
+    c.gemm = {m, n, k};
+  }
+  if (c.count < 0 || c.max_tokens < 1 || c.concurrency < 1 || c.warmup < 0) throw UsageError{"bad count option"};
+  return c;
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// The template's text tokens around one image, so a request's tile count follows from its prompt length.
+int text_tokens_around_image(const ModelDesc& desc, const std::string& model_dir, const std::string& prompt) {
+  try {
+    auto tokenizer = load_tokenizer(model_dir);
+    const PromptIds ids = build_chat_prompt(desc, *tokenizer, "", prompt, {1});
+    return int(ids.ids.size()) - desc.vision.tokens_per_tile();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: cannot tokenise the prompt (%s); tile counts are estimates\n", e.what());
+    return 0;
+  }
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  FOVEA_CHECK(out, "cannot write ", path);
+  out << text;
+  FOVEA_CHECK(out.good(), "cannot write ", path);
+}
+
+std::vector<WorkloadImage> build_workload(const BenchConfig& c) {
+  const double start = now_s();
+  std::vector<WorkloadImage> images = c.photos.empty() ? directory_workload(c.images, c.count)
+                                                       : listing_photo_workload(c.photos, c.count, c.seed);
+  std::fprintf(stderr, "bench: workload of %zu images ready in %.2f s\n", images.size(), now_s() - start);
+  if (!c.save_dir.empty()) {
+    std::filesystem::create_directories(c.save_dir);
+    for (size_t i = 0; i < images.size(); ++i) {
+      char name[64];
+      std::snprintf(name, sizeof name, "/%05zu.jpg", i);
+      write_text(c.save_dir + name, images[i].bytes);
+    }
+  }
+  return images;
+}
+
+Request make_request(const BenchConfig& c, const WorkloadImage& image) {
+  Request r;
+  r.images.push_back(ImageInput{image.bytes, image.label});
+  r.prompt = c.prompt;
+  r.params.max_tokens = c.max_tokens;
+  r.tiling = c.policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
+  r.max_tiles = c.max_tiles;
+  return r;
+}
+
+BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std::vector<WorkloadImage>& images,
+                      const ModelDesc& desc, int text_tokens) {
+  // Warm-up requests are not timed: first-call costs (allocations, kernel selection) are not throughput.
+  PumpCallbacks warm;
+  warm.make_request = [&](size_t i, Request* r, std::string*) { *r = make_request(c, images[i % images.size()]); return true; };
+  warm.on_finished = [](std::vector<FinishedRequest>&) {};
+  pump_requests(service, size_t(c.warmup), c.concurrency, warm);
+
+  BenchResult result;
+  result.requests = int(images.size());
+  const EngineStats before = service.stats();
+  const int tpt = std::max(1, desc.vision.tokens_per_tile());
+  const double start = now_s();
+  PumpCallbacks cb;
+  cb.make_request = [&](size_t i, Request* r, std::string*) { *r = make_request(c, images[i]); return true; };
+  cb.on_finished = [&](std::vector<FinishedRequest>& done) {
+    for (const auto& f : done) {
+      if (!f.final.error.empty()) {
+        if (result.failed++ < 3) std::fprintf(stderr, "bench: %s failed: %s\n", images[f.index].label.c_str(), f.final.error.c_str());
+        continue;
+      }
+      const int tiles = std::max(1, int(std::lround(double(f.final.prompt_tokens - text_tokens) / tpt)));
+      const RequestFlops fl = request_flops(desc, tiles, f.final.prompt_tokens, f.final.completion_tokens);
+      result.flops.vit += fl.vit;
+      result.flops.projector += fl.projector;
+      result.flops.llm += fl.llm;
+      result.flops.lm_head += fl.lm_head;
+      result.total_tiles += tiles;
+      result.prompt_tokens += f.final.prompt_tokens;
+      result.output_tokens += f.final.completion_tokens;
+      result.latencies_ms.push_back(f.final.ms);
+    }
+    const int finished = (result.timeline.empty() ? 0 : result.timeline.back().second) + int(done.size());
+    result.timeline.emplace_back(now_s() - start, finished);
+  };
+  pump_requests(service, images.size(), c.concurrency, cb);
+  result.wall_s = now_s() - start;
+  const EngineStats after = service.stats();
+  result.stage_ms = {{"preprocess", after.preprocess_ms - before.preprocess_ms},
+                     {"vit", after.vit_ms - before.vit_ms},
+                     {"llm", after.llm_ms - before.llm_ms}};
+  return result;
+}
+
+int bench_main(const std::vector<std::string>& raw) {
+  BenchConfig c;
+  try {
+    c = parse_bench_args(raw);
+  } catch (const UsageError& e) {
+    if (!e.message.empty()) std::fprintf(stderr, "fovea bench: %s\n", e.message.c_str());
+    std::fputs(kUsage, stderr);
+    return e.message.empty() ? 0 : 2;
+  }
+  const std::vector<WorkloadImage> images = build_workload(c);
+  FOVEA_CHECK(!images.empty(), "the workload is empty");
+  const ModelDesc desc = load_model_desc(c.engine.model_dir);
+
+  // The GEMM peak first, with the device otherwise idle; its buffers are gone before the engine allocates.
+  const bool cuda = c.engine.backend == "cuda" || (c.engine.backend == "auto" && cuda_backend_available());
+  const std::vector<int> shape = !c.gemm.empty() ? c.gemm : cuda ? std::vector<int>{8192, 8192, 4096}
+                                                                 : std::vector<int>{256, 256, 256};
+  const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds);
+  std::fprintf(stderr, "bench: GEMM peak %.3f TFLOP/s on %s\n", peak.tflops, peak.backend.c_str());
+
+  auto service = make_engine_service(c.engine);
+  BenchResult result = run_bench(c, *service, images, desc, text_tokens_around_image(desc, c.engine.model_dir, c.prompt));
+  service->drain();
+  result.model = service->model_name();
+  result.backend = peak.backend;
+  result.workload = c.photos.empty() ? "directory" : "listing-photos";
+  result.tiling = c.policy;
+  result.gemm = peak;
+
+  write_text(c.json_path, bench_json(result).dump(2) + "\n");
+  write_text(c.svg_path, bench_svg(result));
+  std::printf("%s", bench_table(result).c_str());
+  std::printf("wrote %s and %s\n", c.json_path.c_str(), c.svg_path.c_str());
+  return result.failed > 0 ? 1 : 0;
+}
+
+const CommandRegistration registration{"bench", "throughput benchmark: QPM, tokens/s, stage times, MFU", bench_main};
+
+}  // namespace
+}  // namespace fovea
