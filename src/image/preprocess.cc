@@ -82,7 +82,7 @@ PreprocessedImage preprocess_rgb(const RgbImage& image, const PreprocessOptions&
     const RgbImage thumb = resize_bicubic(image, tile, tile, options.pool);
     std::memcpy(tiles + size_t(out.cols * out.rows) * tile * tile * 3, thumb.pixels.data(), thumb.pixels.size());
   }
-  out.pixel_values = normalize_tiles(out.tiles_u8);
+  if (options.with_pixel_values) out.pixel_values = normalize_tiles(out.tiles_u8);
   return out;
 }
 

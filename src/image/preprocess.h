@@ -24,6 +24,7 @@ struct PreprocessOptions {
   bool exif_transpose = false; // the reference ignores EXIF orientation
   int tile_size = 448;
   ImageLimits limits;
+  bool with_pixel_values = true;  // false: only tiles_u8 (e.g. when normalisation happens on the GPU)
   ThreadPool* pool = nullptr;  // optional: spreads one image's resize over these threads (output unchanged)
 };
 

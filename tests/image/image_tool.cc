@@ -2,10 +2,15 @@
 // resampler separately from each other:
 //   fovea_image_tool decode IMAGE OUT.raw [--exif]   writes "W H\n" + RGB bytes (or one error line, exit 1)
 //   fovea_image_tool resize IN.raw W H OUT.raw       Pillow-exact bicubic resize of a raw file as above
+//   fovea_image_tool tiles IMAGE...                  per image one line "COLS ROWS THUMB CRC32 ADLER32"
+//                                                    (official policy; zlib checksums of tiles_u8) or
+//                                                    "ERROR message"
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include <zlib.h>
 
 #include "image/preprocess.h"
 #include "image/resample.h"
@@ -31,6 +36,25 @@ fovea::RgbImage read_raw(const std::string& path) {
   return image;
 }
 
+void print_tile_checksums(const std::string& path) {
+  try {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    fovea::PreprocessOptions options;
+    options.with_pixel_values = false;
+    const fovea::PreprocessedImage p = fovea::preprocess_image(bytes, options);
+    const auto* b = p.tiles_u8.ptr<Bytef>();
+    const auto n = uInt(p.tiles_u8.nbytes());
+    std::printf("%d %d %d %lu %lu\n", p.cols, p.rows, int(p.thumbnail), crc32(crc32(0, nullptr, 0), b, n),
+                adler32(adler32(0, nullptr, 0), b, n));
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    for (char& c : message)
+      if (c == '\n') c = ' ';
+    std::printf("ERROR %s\n", message.c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,6 +67,10 @@ int main(int argc, char** argv) {
     }
     if (cmd == "resize" && argc == 6) {
       write_raw(argv[5], fovea::resize_bicubic(read_raw(argv[2]), std::stoi(argv[3]), std::stoi(argv[4])));
+      return 0;
+    }
+    if (cmd == "tiles") {
+      for (int i = 2; i < argc; ++i) print_tile_checksums(argv[i]);
       return 0;
     }
     std::fprintf(stderr, "usage: fovea_image_tool decode IMAGE OUT.raw [--exif] | resize IN.raw W H OUT.raw\n");

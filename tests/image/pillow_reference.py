@@ -44,17 +44,33 @@ def open_rgb(path):
         return im.convert("RGB")
 
 
+def pillow_resize(image, size):
+    """PIL.Image.resize(size, BICUBIC) as Pillow <= 12 computes it: horizontal pass first, then vertical.
+
+    Pillow 13 sometimes runs the vertical pass first (e.g. 889x500 -> 896x448), which moves some bytes by up
+    to 4; InternVL was trained with, and the reference machine runs, Pillow <= 12 (9.4 and 12.3 give
+    identical tiles). Doing the two passes as two resizes gives Pillow <= 12's bytes under any version, since
+    each single-direction resize is the same in all of them.
+    """
+    width, height = size
+    if (width, height) == image.size:
+        return image.copy()
+    if width != image.width and height != image.height:
+        image = image.resize((width, image.height), Image.BICUBIC)
+    return image.resize((width, height), Image.BICUBIC)
+
+
 def reference_tiles(image, max_num=12, image_size=TILE, use_thumbnail=True, grid=None):
     """Tiles exactly as InternVL's dynamic_preprocess makes them; `grid` overrides the official choice."""
     cols, rows = grid or official_grid(image.width, image.height, 1, max_num, image_size)
-    resized = image.resize((image_size * cols, image_size * rows), Image.BICUBIC)
+    resized = pillow_resize(image, (image_size * cols, image_size * rows))
     tiles = []
     for i in range(cols * rows):
         box = ((i % cols) * image_size, (i // cols) * image_size,
                (i % cols + 1) * image_size, (i // cols + 1) * image_size)
         tiles.append(np.asarray(resized.crop(box)))
     if use_thumbnail and len(tiles) != 1:
-        tiles.append(np.asarray(image.resize((image_size, image_size), Image.BICUBIC)))
+        tiles.append(np.asarray(pillow_resize(image, (image_size, image_size))))
     return np.stack(tiles), (cols, rows)
 
 
