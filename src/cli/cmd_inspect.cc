@@ -1,0 +1,81 @@
+// fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png]: prints the grid, tiles and image tokens each
+// tiling policy spends on the image, and draws both grids over it (official in red, compact in blue dashes).
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/command.h"
+#include "image/encode.h"
+#include "image/preprocess.h"
+
+namespace fovea {
+namespace {
+
+constexpr int kTokensPerTile = 256;  // InternViT 448px tile → 16×16 tokens after pixel shuffle
+
+struct PolicyGrid {
+  const char* name;
+  int cols = 1, rows = 1;
+  bool thumbnail = false;
+  int tiles() const { return cols * rows + (thumbnail ? 1 : 0); }
+};
+
+void set_pixel(RgbImage& image, int x, int y, const uint8_t rgb[3]) {
+  if (x < 0 || y < 0 || x >= image.width || y >= image.height) return;
+  uint8_t* p = &image.pixels[(size_t(y) * image.width + x) * 3];
+  p[0] = rgb[0], p[1] = rgb[1], p[2] = rgb[2];
+}
+
+// Cell borders of a cols × rows grid stretched over the whole image (the tiles cover it after the resize).
+void draw_grid(RgbImage& image, const PolicyGrid& grid, const uint8_t rgb[3], bool dashed, int offset) {
+  const int thickness = std::max(1, std::min(image.width, image.height) / 200);
+  auto on = [&](int t) { return !dashed || (t / (4 * thickness)) % 2 == 0; };
+  for (int c = 0; c <= grid.cols; ++c) {
+    const int x0 = int(int64_t(c) * (image.width - 1) / grid.cols) + offset;
+    for (int y = 0; y < image.height; ++y)
+      for (int k = 0; k < thickness; ++k)
+        if (on(y)) set_pixel(image, x0 + k - thickness / 2, y, rgb);
+  }
+  for (int r = 0; r <= grid.rows; ++r) {
+    const int y0 = int(int64_t(r) * (image.height - 1) / grid.rows) + offset;
+    for (int x = 0; x < image.width; ++x)
+      for (int k = 0; k < thickness; ++k)
+        if (on(x)) set_pixel(image, x, y0 + k - thickness / 2, rgb);
+  }
+}
+
+int run_inspect(const std::vector<std::string>& argv) {
+  const Args args(argv);
+  args.allow_only({"--max-tiles", "--exif", "--out"});
+  FOVEA_CHECK(args.positional().size() == 1,
+              "usage: fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png]");
+  const std::string path = args.positional()[0];
+  PreprocessOptions options;
+  options.max_tiles = args.get_int("--max-tiles", options.max_tiles);
+  options.exif_transpose = args.has("--exif");
+  RgbImage image = decode_image_file(path, options.limits, options.exif_transpose);
+
+  PolicyGrid grids[2] = {{"official"}, {"compact"}};
+  for (int i = 0; i < 2; ++i) {
+    options.compact = i == 1;
+    choose_tile_grid(image.width, image.height, options, &grids[i].cols, &grids[i].rows, &grids[i].thumbnail);
+  }
+  std::printf("%s: %dx%d, max tiles %d\n", path.c_str(), image.width, image.height, options.max_tiles);
+  for (const PolicyGrid& g : grids)
+    std::printf("  %-8s grid %dx%d%s = %d tiles, %d image tokens\n", g.name, g.cols, g.rows,
+                g.thumbnail ? " + thumbnail" : "", g.tiles(), g.tiles() * kTokensPerTile);
+
+  const uint8_t red[3] = {230, 30, 30}, blue[3] = {40, 90, 255};
+  draw_grid(image, grids[0], red, false, 0);
+  draw_grid(image, grids[1], blue, true, 0);
+  std::string out = args.get("--out");
+  if (out.empty()) out = std::filesystem::path(path).stem().string() + "_grid.png";
+  write_png(out, image);
+  std::printf("  grids drawn into %s (official: red, compact: blue dashes)\n", out.c_str());
+  return 0;
+}
+
+const CommandRegistration registration{"inspect", "show the tile grid and tokens each tiling policy spends on an image",
+                                       run_inspect};
+
+}  // namespace
+}  // namespace fovea
