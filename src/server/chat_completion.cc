@@ -97,6 +97,11 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
       error.message = "the server is at capacity; retry later";
       error.type = "rate_limit_error";
       error.code = "rate_limit_exceeded";
+    } else if (std::string(e.what()).find("not accepting") != std::string::npos) {
+      error.status = 503;  // the engine is draining: the server is going down
+      error.message = "the server is shutting down";
+      error.type = "server_error";
+      error.code = "unavailable";
     } else {
       error.status = 400;
       error.message = e.what();

@@ -294,6 +294,17 @@ TEST_F(ApiServerTest, ChunkedRequestBodyAndPipelining) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+TEST_F(ApiServerTest, ExpectContinueGetsAnInterimResponse) {
+  start();
+  Client c(server_->port());
+  const std::string body = chat_body(1, false);
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_EQ(c.read_response().status, 100);
+  c.send(body);
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
 TEST_F(ApiServerTest, ConnectionLimitRefusesWith503) {
   ApiServerOptions options;
   options.http.max_connections = 1;
