@@ -10,6 +10,7 @@
 #include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/qwen2_pretokenizer.h"
 #include "tokenizer/tokenizer_files.h"
+#include "tokenizer/vocab_json.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -113,7 +114,7 @@ std::unique_ptr<Tokenizer> load_byte_level_bpe(const std::string& path) {
   if (p.filename() == "vocab.json") {
     const fs::path merges = p.parent_path() / "merges.txt";
     FOVEA_CHECK(fs::exists(merges), path, ": no merges.txt beside it");
-    spec.vocab = read_vocab(parse_json_file(path), path);
+    spec.vocab = parse_vocab_json(read_file_bytes(path), path);
     spec.merges = read_merges_txt(merges.string());
     spec.added = read_config_added_tokens(p.parent_path().string());
     spec.nfc = true;  // Qwen2's tokenizer_config implies the NFC + regex pipeline of its tokenizer.json

@@ -29,11 +29,13 @@ uint64_t pair_key(int32_t left, int32_t right) { return (uint64_t(uint32_t(left)
 
 // Inverse of byte_alphabet() for one piece; characters outside the alphabet are kept as their UTF-8.
 std::string alphabet_to_bytes(std::string_view piece) {
-  static const std::unordered_map<char32_t, char> inverse = [] {
-    std::unordered_map<char32_t, char> map;
+  constexpr char32_t kAlphabetEnd = 512;  // the alphabet uses code points below 324
+  static const std::array<int16_t, kAlphabetEnd> inverse = [] {
+    std::array<int16_t, kAlphabetEnd> map;
+    map.fill(-1);
     for (int b = 0; b < 256; ++b) {
       size_t length = 0;
-      map[utf8::decode(byte_alphabet()[b], 0, length)] = char(b);
+      map[utf8::decode(byte_alphabet()[b], 0, length)] = int16_t(b);
     }
     return map;
   }();
@@ -41,8 +43,7 @@ std::string alphabet_to_bytes(std::string_view piece) {
   for (size_t pos = 0; pos < piece.size();) {
     size_t length = 0;
     const char32_t cp = utf8::decode(piece, pos, length);
-    const auto it = inverse.find(cp);
-    if (it != inverse.end()) out += it->second;
+    if (cp < kAlphabetEnd && inverse[cp] >= 0) out += char(inverse[cp]);
     else out.append(piece.substr(pos, length));
     pos += length;
   }
@@ -68,9 +69,11 @@ ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)
     byte_ids_[b] = it->second;
   }
   merges_.reserve(spec.merges.size());
+  std::string merged;
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& [left, right] = spec.merges[rank];
-    const auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(left + right);
+    merged.assign(left).append(right);
+    const auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(merged);
     FOVEA_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "merges: rule ", rank + 1, " '", left,
                 " ", right, "' names a piece missing from the vocab");
     merges_.emplace(pair_key(l->second, r->second), Merge{int32_t(rank), m->second});  // first rule wins
