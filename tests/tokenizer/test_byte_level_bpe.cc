@@ -79,3 +79,23 @@ TEST(ByteLevelBpe, Qwen2FuzzAgainstHuggingFace) {
   ASSERT_EQ(cases.size(), 400u);
   for (const auto& c : cases) EXPECT_EQ(ids_str(qwen2().encode(c.text)), ids_str(c.ids)) << "text: [" << c.text << "]";
 }
+
+TEST(ByteLevelBpe, StreamDecoderHoldsPartialCharacters) {
+  if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
+  // Rare CJK characters and emoji are split over several byte-level tokens.
+  const std::string text = "罕见字：龘靐齉 😀👍🏽 done";
+  const auto ids = qwen2().encode(text);
+  ASSERT_GT(ids.size(), 8u);
+  StreamDecoder stream(qwen2());
+  std::string joined;
+  bool held_back = false;
+  for (int32_t id : ids) {
+    const std::string piece = stream.push(id);
+    held_back = held_back || piece.empty();
+    joined += piece;
+    EXPECT_EQ(qwen2().decode(qwen2().encode(piece)), piece);  // only whole characters come out
+  }
+  joined += stream.flush();
+  EXPECT_EQ(joined, text);
+  EXPECT_TRUE(held_back);
+}
