@@ -61,6 +61,7 @@ def main():
     import gen_fuzz_vectors as ref  # the same reference builders the golden files come from
     ref.SHARED = os.path.join(args.shared, 'data', 'tokenizers')
 
+    lines = text.splitlines(keepends=True)
     rows = []
     qwen2_dir = os.path.join(args.shared, 'data', 'tokenizers', 'qwen2')
     ours = fovea_row(binary, qwen2_dir, text_path, args.repeats)
@@ -68,28 +69,29 @@ def main():
     hf = ref.qwen2_reference()
     hf_load = time.perf_counter() - start
     hf_s = median_time(lambda: hf.encode(text), args.repeats)
-    rows.append(('qwen2', ours, hf_load, hf_s, 'HF tokenizers', len(hf.encode(text).ids)))
+    hf_lines = median_time(lambda: [hf.encode(line) for line in lines], args.repeats)
+    rows.append(('qwen2', ours, hf_load, hf_s, hf_lines, 'HF tokenizers', len(hf.encode(text).ids)))
     try:
         start = time.perf_counter()
         sp = ref.internlm2_reference()
         sp_load = time.perf_counter() - start
         sp_s = median_time(lambda: sp.encode(text), args.repeats)
+        sp_lines = median_time(lambda: [sp.encode(line) for line in lines], args.repeats)
         ours = fovea_row(binary, os.path.join(args.shared, 'data', 'tokenizers', 'internlm2', 'tokenizer.model'),
                          text_path, args.repeats)
-        rows.append(('internlm2', ours, sp_load, sp_s, 'sentencepiece', len(sp.encode(text))))
+        rows.append(('internlm2', ours, sp_load, sp_s, sp_lines, 'sentencepiece', len(sp.encode(text))))
     except ImportError as e:
         print('internlm2 row skipped:', e, file=sys.stderr)
 
     nbytes = len(text.encode())
     print('text: %d bytes; one thread; median of %d runs' % (nbytes, args.repeats))
-    print('| tokenizer | ours load s | ours encode s | ours MB/s | ref | ref load s | ref encode s | ref MB/s | '
-          'same count | ours 81-tok prompt µs |')
-    print('|---|---|---|---|---|---|---|---|---|---|')
-    for name, o, ref_load, ref_s, ref_name, ref_tokens in rows:
-        print('| %s | %.3f | %.4f | %.2f | %s | %.3f | %.4f | %.2f | %s | %.1f |' % (
-            name, o['load_s'], o['encode_s'], o['mb_per_s'], ref_name, ref_load, ref_s, nbytes / ref_s / 1e6,
-            o['tokens'] == ref_tokens, o['prompt_us']))
-
+    print('| tokenizer | ref | load s ours / ref | whole text s ours / ref | %d lines s ours / ref | '
+          'same token count | prompt µs ours (tokens) |' % len(lines))
+    print('|---|---|---|---|---|---|---|')
+    for name, o, ref_load, ref_s, ref_lines, ref_name, ref_tokens in rows:
+        print('| %s | %s | %.3f / %.3f | %.4f / %.4f | %.4f / %.4f | %s | %.1f (%d) |' % (
+            name, ref_name, o['load_s'], ref_load, o['encode_s'], ref_s, o['lines_s'], ref_lines,
+            o['tokens'] == ref_tokens, o['prompt_us'], o['prompt_tokens']))
 
 if __name__ == '__main__':
     main()
