@@ -1,9 +1,11 @@
 // Decoder ops of CpuBackend: rotary embedding, KV-cache writes, paged causal GQA attention, and the heads
 // (argmax, log-softmax of chosen ids).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_util.h"
 
 namespace fovea {
@@ -130,36 +132,55 @@ void CpuBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& b
   check_matrix(out, T, QD, "paged_attention", "out");
   const int64_t block_size = cache.k.dim(1);
   const PagedView v = check_paged_batch(batch, T, cache.k.dim(0), block_size);
-  // Row t of the step belongs to the sequence s with cu_q[s] <= t < cu_q[s+1].
-  std::vector<int32_t> seq_of_row(static_cast<size_t>(T));
-  for (int64_t s = 0; s < batch.num_seqs; ++s)
-    for (int64_t t = v.cu_q[s]; t < v.cu_q[s + 1]; ++t) seq_of_row[size_t(t)] = int32_t(s);
   const int group = heads / kv_heads;  // q head h reads kv head h / group
   const float scale = 1.0f / std::sqrt(float(D));
-  parallel_rows(T * heads, 4.0 * double(batch.max_ctx_len + 1) * double(D), [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t t = task / heads, h = task % heads, s = seq_of_row[size_t(t)];
-      const int64_t q_len = v.cu_q[s + 1] - v.cu_q[s];
-      const int64_t pos = v.ctx_len[s] - q_len + (t - v.cu_q[s]);
-      const int64_t kv_offset = (h / group) * D;
-      const int32_t* blocks = v.block_table + s * v.max_blocks;
-      const float* q = qkv.ptr<float>() + t * (QD + 2 * KVD) + h * D;
-      scores.resize(size_t(pos + 1));
-      for (int64_t p = 0; p <= pos; ++p) {
+  // One task per (sequence, kv head, block of new tokens): gather the cache rows the block can see into
+  // contiguous K and V, compute all its scores (every q head of the group, every token) with one GEMM, then a
+  // causal softmax and weighted sum per row.
+  constexpr int64_t kTokensPerTask = 16;
+  struct Task {
+    int64_t seq, kv_head, first, count;  // new tokens [first, first + count) of the sequence
+  };
+  std::vector<Task> tasks;
+  for (int64_t s = 0; s < batch.num_seqs; ++s)
+    for (int64_t g = 0; g < kv_heads; ++g)
+      for (int64_t j = 0; j < v.cu_q[s + 1] - v.cu_q[s]; j += kTokensPerTask)
+        tasks.push_back({s, g, j, std::min(kTokensPerTask, v.cu_q[s + 1] - v.cu_q[s] - j)});
+  const double task_work = 4.0 * double(kTokensPerTask * group) * double(batch.max_ctx_len + 1) * double(D);
+  parallel_rows(int64_t(tasks.size()), task_work, [&](int64_t begin, int64_t end) {
+    std::vector<float> keys, values, queries, scores;
+    for (int64_t i = begin; i < end; ++i) {
+      const Task& task = tasks[size_t(i)];
+      const int64_t q_len = v.cu_q[task.seq + 1] - v.cu_q[task.seq];
+      const int64_t first_pos = v.ctx_len[task.seq] - q_len;  // position of the sequence's first new token
+      const int64_t visible = first_pos + task.first + task.count;  // cache rows the block's last token sees
+      const int32_t* blocks = v.block_table + task.seq * v.max_blocks;
+      keys.resize(size_t(visible * D));
+      values.resize(size_t(visible * D));
+      for (int64_t p = 0; p < visible; ++p) {
         const int64_t slot = int64_t(blocks[p / block_size]) * block_size + p % block_size;
-        scores[size_t(p)] = cpu::dot(q, cache.k.ptr<float>() + slot * KVD + kv_offset, D) * scale;
+        std::copy_n(cache.k.ptr<float>() + slot * KVD + task.kv_head * D, D, keys.data() + p * D);
+        std::copy_n(cache.v.ptr<float>() + slot * KVD + task.kv_head * D, D, values.data() + p * D);
       }
-      const float inv_sum = cpu::exp_normalize(scores.data(), pos + 1);
-      float* o = out.ptr<float>() + t * QD + h * D;
-      for (int64_t d = 0; d < D; ++d) o[d] = 0.0f;
-      for (int64_t p = 0; p <= pos; ++p) {
-        const int64_t slot = int64_t(blocks[p / block_size]) * block_size + p % block_size;
-        const float* value = cache.v.ptr<float>() + slot * KVD + kv_offset;
-        const float w = scores[size_t(p)];
-        for (int64_t d = 0; d < D; ++d) o[d] += w * value[d];
+      // Query rows in (token, head of the group) order.
+      const int64_t rows = task.count * group;
+      queries.resize(size_t(rows * D));
+      for (int64_t j = 0; j < task.count; ++j)
+        for (int64_t hh = 0; hh < group; ++hh) {
+          const int64_t t = v.cu_q[task.seq] + task.first + j, h = task.kv_head * group + hh;
+          std::copy_n(qkv.ptr<float>() + t * (QD + 2 * KVD) + h * D, D, queries.data() + (j * group + hh) * D);
+        }
+      scores.resize(size_t(rows * visible));
+      cpu::gemm_nt(queries.data(), keys.data(), nullptr, scores.data(), rows, visible, D, Activation::None, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t j = r / group, h = task.kv_head * group + r % group;
+        const int64_t t = v.cu_q[task.seq] + task.first + j;
+        const int64_t seen = first_pos + task.first + j + 1;  // causal: positions 0..pos
+        float* s = scores.data() + r * visible;
+        for (int64_t p = 0; p < seen; ++p) s[p] *= scale;
+        const float inv_sum = cpu::exp_normalize(s, seen);
+        cpu::weighted_row_sum(s, seen, values.data(), D, D, inv_sum, out.ptr<float>() + t * QD + h * D);
       }
-      for (int64_t d = 0; d < D; ++d) o[d] *= inv_sum;
     }
   });
 }
