@@ -44,7 +44,7 @@ def test_bench_listing_photo_mix(demo_model, tmp_path):
     photos.mkdir()
     for i, (w, h) in enumerate([(320, 240), (200, 300)]):
         Image.new("RGB", (w, h), (60 * i, 120, 200)).save(photos / f"p{i}.jpg", quality=95)
-    r = bench(["--model", str(demo_model), "--photos", str(photos), "--count", "5", "--backend", "cpu",
+    r = bench(["--model", str(demo_model), "--photos", str(photos), "--count", "5", "--backend", "cpu", "--kv-blocks", "1024",
                "--max-tiles", "2", "--gemm-seconds", "0.2", "--warmup", "1", "--save-workload", "wl"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "QPM" in r.stdout and "MFU" in r.stdout
@@ -60,7 +60,7 @@ def test_bench_image_directory_and_usage(demo_model, tmp_path):
     images.mkdir()
     for i in range(3):
         Image.new("RGB", (64, 48), (80 * i, 10, 10)).save(images / f"i{i}.png")
-    r = bench(["--model", str(demo_model), "--images", str(images), "--backend", "cpu", "--max-tiles", "1",
+    r = bench(["--model", str(demo_model), "--images", str(images), "--backend", "cpu", "--kv-blocks", "1024", "--max-tiles", "1",
                "--gemm-seconds", "0.1", "--warmup", "0", "--max-tokens", "3", "--json", "out.json", "--svg", "out.svg"],
               tmp_path)
     assert r.returncode == 0, r.stderr
@@ -72,7 +72,7 @@ def test_bench_image_directory_and_usage(demo_model, tmp_path):
 
 @pytest.mark.skipif(not SHARED_PHOTOS.is_dir(), reason="../shared/data/photos is absent")
 def test_bench_on_real_photos(demo_model, tmp_path):
-    r = bench(["--model", str(demo_model), "--photos", str(SHARED_PHOTOS), "--count", "3", "--backend", "cpu",
+    r = bench(["--model", str(demo_model), "--photos", str(SHARED_PHOTOS), "--count", "3", "--backend", "cpu", "--kv-blocks", "1024",
                "--max-tiles", "1", "--gemm-seconds", "0.1", "--warmup", "0"], tmp_path)
     assert r.returncode == 0, r.stderr
     check_report(tmp_path / "bench.json", tmp_path / "bench.svg", 3)

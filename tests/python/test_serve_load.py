@@ -78,7 +78,7 @@ def test_200_concurrent_clients(tmp_path):
     log = open(tmp_path / "serve.log", "w")
     # A queue smaller than the crowd, so that some requests are refused with 429 and that path is exercised.
     proc = subprocess.Popen([FOVEA_BIN, "serve", "--model", str(model), "--port", str(port), "--backend", "cpu",
-                             "--max-tiles", "1", "--max-queue", "48", "--threads", "256"],
+                             "--max-tiles", "1", "--max-queue", "48", "--kv-blocks", "4096", "--threads", "256"],
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 120

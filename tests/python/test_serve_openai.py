@@ -73,7 +73,7 @@ def server(tmp_path_factory):
     port = free_port()
     log = open(root / "serve.log", "w")
     proc = subprocess.Popen(
-        [FOVEA_BIN, "serve", "--model", str(model), "--port", str(port), "--backend", "cpu", "--max-tiles", "1",
+        [FOVEA_BIN, "serve", "--model", str(model), "--port", str(port), "--backend", "cpu", "--max-tiles", "1", "--kv-blocks", "1024",
          "--api-key", API_KEY, "--allowed-media-dir", str(media), "--max-body-bytes", "200000"],
         stdout=log, stderr=subprocess.STDOUT)
     try:
