@@ -58,10 +58,22 @@ void for_rows(ThreadPool* pool, int64_t rows, const std::function<void(int64_t, 
   }
 }
 
-RgbImage resize(const RgbImage& in, int out_width, int out_height, ThreadPool* pool, bool fast) {
+// Where the output rows go: `segments` pieces of `segment_bytes` per row (one piece for a plain image, one per
+// tile column when writing tiles directly).
+struct RowSink {
+  int segments = 1;
+  size_t segment_bytes = 0;
+  std::function<uint8_t*(int64_t row, int segment)> at;
+};
+
+// Pillow's ImagingResampleInner. Returns false when only the horizontal pass ran (its result is `*temp_out`
+// and the caller copies it into the sink), true when the sink holds the output.
+bool resize_into(const RgbImage& in, int out_width, int out_height, ThreadPool* pool, bool fast,
+                 const RowSink& sink, RgbImage* temp_out) {
   FOVEA_CHECK(in.width > 0 && in.height > 0 && out_width > 0 && out_height > 0, "resize: bad sizes ", in.width,
               "x", in.height, " -> ", out_width, "x", out_height);
-  if (in.width == out_width && in.height == out_height) return in;  // PIL returns a copy
+  FOVEA_CHECK(in.pixels.size() == size_t(in.width) * in.height * 3, "resize: pixel buffer does not match ",
+              in.width, "x", in.height);
   const bool need_horizontal = out_width != in.width;
   const bool need_vertical = out_height != in.height;
   const ResampleWeights vert = bicubic_weights(in.height, out_height);
@@ -70,20 +82,20 @@ RgbImage resize(const RgbImage& in, int out_width, int out_height, ThreadPool* p
   const int last_row = vert.first[out_height - 1] + vert.count[out_height - 1];
 
   const uint8_t* source = in.pixels.data();
-  int source_width = in.width;
   int row_offset = 0;  // row of `source` that vertical bounds count from
-  RgbImage temp;
+  RgbImage& temp = *temp_out;
   if (need_horizontal) {
     const ResampleWeights horiz = bicubic_weights(in.width, out_width);
     const std::vector<int32_t> widened = fast ? widen_weights(horiz) : std::vector<int32_t>{};
     temp.width = out_width;
-    temp.height = last_row - first_row;
+    temp.height = need_vertical ? last_row - first_row : in.height;
+    const int temp_first = need_vertical ? first_row : 0;
     temp.pixels.resize(size_t(temp.width) * temp.height * 3);
     const size_t in_stride = size_t(in.width) * 3;
     for_rows(pool, temp.height, [&](int64_t begin, int64_t end) {
       std::vector<uint8_t> padded;  // the AVX2 kernel reads one byte past a row: copy the image's last row
       for (int64_t r = begin; r < end; ++r) {
-        const int64_t y = first_row + r;
+        const int64_t y = temp_first + r;
         const uint8_t* row = in.pixels.data() + size_t(y) * in_stride;
         uint8_t* dst = temp.pixels.data() + size_t(r) * out_width * 3;
         if (!fast) {
@@ -98,29 +110,42 @@ RgbImage resize(const RgbImage& in, int out_width, int out_height, ThreadPool* p
         horizontal_avx2(row, dst, horiz, widened.data());
       }
     });
+    if (!need_vertical) return false;
     source = temp.pixels.data();
-    source_width = out_width;
     row_offset = first_row;
-    if (!need_vertical) return temp;
+  } else if (!need_vertical) {
+    temp = in;  // PIL returns a copy
+    return false;
   }
 
-  RgbImage out;
-  out.width = source_width;
-  out.height = out_height;
-  out.pixels.resize(size_t(out.width) * out.height * 3);
-  const size_t stride = size_t(source_width) * 3;
+  const size_t stride = size_t(out_width) * 3;
   for_rows(pool, out_height, [&](int64_t begin, int64_t end) {
     for (int64_t yy = begin; yy < end; ++yy) {
       const uint8_t* first = source + size_t(vert.first[yy] - row_offset) * stride;
       const int32_t* k = &vert.weights[size_t(yy) * vert.ksize];
-      uint8_t* dst = out.pixels.data() + size_t(yy) * stride;
-      if (fast) {
-        vertical_avx2(first, stride, vert.count[yy], k, dst, stride);
-      } else {
-        vertical_scalar(first, stride, vert.count[yy], k, dst, stride);
+      for (int seg = 0; seg < sink.segments; ++seg) {
+        const uint8_t* seg_first = first + size_t(seg) * sink.segment_bytes;
+        uint8_t* dst = sink.at(yy, seg);
+        if (fast) {
+          vertical_avx2(seg_first, stride, vert.count[yy], k, dst, sink.segment_bytes);
+        } else {
+          vertical_scalar(seg_first, stride, vert.count[yy], k, dst, sink.segment_bytes);
+        }
       }
     }
   });
+  return true;
+}
+
+RgbImage resize(const RgbImage& in, int out_width, int out_height, ThreadPool* pool, bool fast) {
+  RgbImage out;
+  out.width = out_width;
+  out.height = out_height;
+  out.pixels.resize(size_t(out_width) * out_height * 3);
+  RowSink sink{1, size_t(out_width) * 3,
+               [&](int64_t row, int) { return out.pixels.data() + size_t(row) * out_width * 3; }};
+  RgbImage temp;
+  if (!resize_into(in, out_width, out_height, pool, fast, sink, &temp)) return temp;
   return out;
 }
 
@@ -137,6 +162,23 @@ RgbImage resize_bicubic(const RgbImage& in, int out_width, int out_height, Threa
 
 RgbImage resize_bicubic_reference(const RgbImage& in, int out_width, int out_height) {
   return resize(in, out_width, out_height, nullptr, false);
+}
+
+void resize_bicubic_to_tiles(const RgbImage& in, int cols, int rows, int tile, uint8_t* tiles, ThreadPool* pool) {
+  FOVEA_CHECK(cols > 0 && rows > 0 && tile > 0, "resize: bad tile grid ", cols, "x", rows, " of ", tile);
+  const size_t tile_row_bytes = size_t(tile) * 3, tile_bytes = tile_row_bytes * tile;
+  RowSink sink{cols, tile_row_bytes, [&](int64_t row, int col) {
+                 const int64_t tile_index = (row / tile) * cols + col;
+                 return tiles + size_t(tile_index) * tile_bytes + size_t(row % tile) * tile_row_bytes;
+               }};
+  RgbImage whole;
+  if (resize_into(in, cols * tile, rows * tile, pool, resample_uses_avx2(), sink, &whole)) return;
+  // Only one pass (or none) was needed: cut the full-size result into tiles.
+  const size_t whole_stride = size_t(whole.width) * 3;
+  for (int64_t row = 0; row < int64_t(rows) * tile; ++row)
+    for (int col = 0; col < cols; ++col)
+      std::memcpy(sink.at(row, col), whole.pixels.data() + size_t(row) * whole_stride + col * tile_row_bytes,
+                  tile_row_bytes);
 }
 
 }  // namespace fovea

@@ -32,6 +32,11 @@ RgbImage resize_bicubic(const RgbImage& in, int out_width, int out_height, Threa
 // The same with the plain scalar kernels only: the readable reference the fast path is tested against.
 RgbImage resize_bicubic_reference(const RgbImage& in, int out_width, int out_height);
 
+// The same resize to (cols·tile) × (rows·tile), written straight into row-major tiles [cols·rows, tile, tile, 3]
+// (no intermediate full-size image, no copy).
+void resize_bicubic_to_tiles(const RgbImage& in, int cols, int rows, int tile, uint8_t* tiles,
+                             ThreadPool* pool = nullptr);
+
 // True when this CPU runs the AVX2 kernels.
 bool resample_uses_avx2();
 

@@ -27,29 +27,48 @@ inline __m128i pack8(__m256i sums) {
 
 }  // namespace
 
+// Fixed-point sum (R, G, B, ignored) of one output pixel, before rounding.
+inline __m128i horizontal_pixel_sum(const uint8_t* p, const int32_t* k, int count) {
+  __m256i acc = _mm256_setzero_si256();
+  int t = 0;
+  for (; t + 1 < count; t += 2) {
+    // Two taps at once: pixels t and t+1 (4 bytes each, the 4th belongs to the next pixel and is ignored).
+    const __m128i pair = _mm_unpacklo_epi32(load4(p + 3 * t), load4(p + 3 * t + 3));
+    const __m256i px = _mm256_cvtepu8_epi32(pair);
+    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, _mm256_loadu_si256((const __m256i*)(k + 4 * t))));
+  }
+  __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+  if (t < count) {
+    const __m128i px = _mm_cvtepu8_epi32(load4(p + 3 * t));
+    sum = _mm_add_epi32(sum, _mm_mullo_epi32(px, _mm_loadu_si128((const __m128i*)(k + 4 * t))));
+  }
+  return sum;
+}
+
 void horizontal_avx2(const uint8_t* in, uint8_t* out, const ResampleWeights& w, const int32_t* weights_x4) {
   const int out_width = int(w.first.size());
   const int ksize_even = (w.ksize + 1) & ~1;
-  for (int xx = 0; xx < out_width; ++xx) {
-    const uint8_t* p = in + 3 * size_t(w.first[xx]);
-    const int32_t* k = weights_x4 + size_t(xx) * ksize_even * 4;
-    const int count = w.count[xx];
-    __m256i acc = _mm256_setzero_si256();
-    int t = 0;
-    for (; t + 1 < count; t += 2) {
-      // Two taps at once: pixels t and t+1 (4 bytes each, the 4th belongs to the next pixel and is ignored).
-      const __m128i pair = _mm_unpacklo_epi32(load4(p + 3 * t), load4(p + 3 * t + 3));
-      const __m256i px = _mm256_cvtepu8_epi32(pair);
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, _mm256_loadu_si256((const __m256i*)(k + 4 * t))));
-    }
-    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    if (t < count) {
-      const __m128i px = _mm_cvtepu8_epi32(load4(p + 3 * t));
-      sum = _mm_add_epi32(sum, _mm_mullo_epi32(px, _mm_loadu_si128((const __m128i*)(k + 4 * t))));
-    }
-    sum = _mm_add_epi32(sum, _mm_set1_epi32(kHalf));
-    const __m128i shifted = _mm_srai_epi32(sum, kResamplePrecisionBits);
-    const __m128i words = _mm_packs_epi32(shifted, shifted);
+  const size_t stride_k = size_t(ksize_even) * 4;
+  const __m128i half = _mm_set1_epi32(kHalf);
+  // RGBX RGBX RGBX RGBX → RGB RGB RGB RGB (12 bytes) after packing four pixels.
+  const __m128i drop_x = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  int xx = 0;
+  for (; xx + 4 <= out_width; xx += 4) {
+    __m128i sums[4];
+    for (int j = 0; j < 4; ++j)
+      sums[j] = horizontal_pixel_sum(in + 3 * size_t(w.first[xx + j]), weights_x4 + size_t(xx + j) * stride_k,
+                                     w.count[xx + j]);
+    for (int j = 0; j < 4; ++j) sums[j] = _mm_srai_epi32(_mm_add_epi32(sums[j], half), kResamplePrecisionBits);
+    const __m128i words2 = _mm_packs_epi32(sums[2], sums[3]);
+    const __m128i bytes = _mm_shuffle_epi8(_mm_packus_epi16(_mm_packs_epi32(sums[0], sums[1]), words2), drop_x);
+    _mm_storel_epi64((__m128i*)(out + 3 * size_t(xx)), bytes);
+    const int32_t tail = _mm_extract_epi32(bytes, 2);
+    std::memcpy(out + 3 * size_t(xx) + 8, &tail, 4);
+  }
+  for (; xx < out_width; ++xx) {
+    __m128i sum = horizontal_pixel_sum(in + 3 * size_t(w.first[xx]), weights_x4 + size_t(xx) * stride_k, w.count[xx]);
+    sum = _mm_srai_epi32(_mm_add_epi32(sum, half), kResamplePrecisionBits);
+    const __m128i words = _mm_packs_epi32(sum, sum);
     const uint32_t bytes = uint32_t(_mm_cvtsi128_si32(_mm_packus_epi16(words, words)));
     out[3 * xx] = uint8_t(bytes);
     out[3 * xx + 1] = uint8_t(bytes >> 8);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "core/thread_pool.h"
 #include "image/resample.h"
@@ -96,6 +97,27 @@ TEST(Resample, ThreadCountDoesNotChangeOutput) {
   const RgbImage threaded = resize_bicubic(in, 1792, 1344, &pool);
   EXPECT_EQ(serial.pixels, threaded.pixels);
   EXPECT_EQ(resize_bicubic(in, 448, 448).pixels, resize_bicubic(in, 448, 448, &pool).pixels);
+}
+
+// Writing straight into tiles must equal resize-then-crop, including the one-pass and no-pass cases.
+TEST(Resample, DirectTilesEqualResizeThenCrop) {
+  const int tile = 16;
+  for (auto [w, h, cols, rows] : {std::tuple{50, 37, 3, 2}, {48, 37, 3, 2}, {50, 32, 3, 2}, {48, 32, 3, 2},
+                                  {7, 90, 1, 4}, {16, 16, 1, 1}}) {
+    const RgbImage in = random_image(w, h, uint32_t(w * 100 + h));
+    const RgbImage whole = resize_bicubic_reference(in, cols * tile, rows * tile);
+    std::vector<uint8_t> tiles(size_t(cols) * rows * tile * tile * 3, 0);
+    ThreadPool pool(2);
+    resize_bicubic_to_tiles(in, cols, rows, tile, tiles.data(), &pool);
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < cols; ++c)
+        for (int y = 0; y < tile; ++y)
+          for (int x = 0; x < tile * 3; ++x) {
+            const uint8_t expected = whole.pixels[(size_t(r * tile + y) * whole.width + c * tile) * 3 + x];
+            const uint8_t got = tiles[((size_t(r * cols + c) * tile + y) * tile) * 3 + x];
+            ASSERT_EQ(got, expected) << w << "x" << h << " tile " << c << "," << r << " y " << y << " x " << x;
+          }
+  }
 }
 
 TEST(Resample, SameSizeIsACopyAndBadSizesThrow) {
