@@ -16,6 +16,20 @@ bool is_normal_kind(SpPieceType type) {
   return type == SpPieceType::Normal || type == SpPieceType::UserDefined || type == SpPieceType::Unused;
 }
 
+// The byte of a "<0xXX>" piece text, or -1.
+int parse_byte_piece(const std::string& text) {
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return -1;
+  int value = 0;
+  for (int i = 3; i < 5; ++i) {
+    const char c = text[i];
+    value *= 16;
+    if (c >= '0' && c <= '9') value += c - '0';
+    else if (c >= 'A' && c <= 'F') value += c - 'A' + 10;
+    else return -1;
+  }
+  return value;
+}
+
 std::string byte_piece_text(int byte) {
   char text[8];
   std::snprintf(text, sizeof(text), "<0x%02X>", byte);
@@ -46,9 +60,16 @@ SentencePieceBpe::SentencePieceBpe(SpModelProto model, const std::vector<AddedTo
   FOVEA_CHECK(!model_.treat_whitespace_as_suffix, "tokenizer.model: treat_whitespace_as_suffix is not supported");
   byte_piece_ids_.fill(-1);
   unk_id_ = -1;
+  byte_of_piece_.assign(model_.pieces.size(), -1);
   for (size_t i = 0; i < model_.pieces.size(); ++i) {
     const SpPiece& piece = model_.pieces[i];
     FOVEA_CHECK(!piece.text.empty(), "tokenizer.model: piece ", i, " is empty");
+    FOVEA_CHECK(int(piece.type) >= int(SpPieceType::Normal) && int(piece.type) <= int(SpPieceType::Byte),
+                "tokenizer.model: piece ", i, " has unknown type ", int(piece.type));
+    if (piece.type == SpPieceType::Byte) {
+      byte_of_piece_[i] = int16_t(parse_byte_piece(piece.text));
+      FOVEA_CHECK(byte_of_piece_[i] >= 0, "tokenizer.model: byte piece ", i, " is not <0xXX>: '", piece.text, "'");
+    }
     auto& table = is_normal_kind(piece.type) ? piece_ids_ : reserved_ids_;
     FOVEA_CHECK(table.emplace(piece.text, int32_t(i)).second, "tokenizer.model: piece '", piece.text,
                 "' is defined twice");
@@ -239,7 +260,7 @@ std::string SentencePieceBpe::decode_bytes(const std::vector<int32_t>& ids, bool
     FOVEA_CHECK(size_t(id) < model_.pieces.size(), "token id ", id, " has no piece");
     const SpPiece& piece = model_.pieces[id];
     if (piece.type == SpPieceType::Byte) {
-      out += char(std::stoi(piece.text.substr(3, 2), nullptr, 16));
+      out += char(byte_of_piece_[id]);
       continue;
     }
     const bool first_text = out.empty();

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "tokenizer/demo_tokenizer.h"
+#include "tokenizer/sentencepiece_bpe.h"
 #include "tokenizer/sp_model_proto.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,4 +69,28 @@ TEST(DemoTokenizer, SpecialsOnlyWhenAllowed) {
   for (int32_t id : without) EXPECT_NE(id, ids.im_start);
   EXPECT_EQ(tokenizer->decode(without), "<|im_start|>user");
   EXPECT_EQ(tokenizer->decode(with, true), "user\n");
+}
+
+// Damaged model files either load or throw fovea::Error — never crash (run under ASan in sanitizer builds).
+TEST(DemoTokenizer, DamagedModelBytesThrowOrLoad) {
+  const std::string good = serialize_sp_model(build_demo_sentencepiece_model());
+  uint32_t state = 12345;
+  const auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  int loaded = 0, thrown = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string bytes = good;
+    if (trial % 3 == 0) bytes.resize(next() % bytes.size());
+    for (int flips = 1 + trial % 4; flips > 0; --flips) bytes[next() % bytes.size()] = char(next());
+    try {
+      SpModelProto model = parse_sp_model(bytes);
+      if (model.pieces.empty()) throw Error("no pieces");
+      SentencePieceBpe tokenizer(std::move(model), {});
+      tokenizer.decode(tokenizer.encode("Is there a bunk bed? 图中有床 😀"));
+      ++loaded;
+    } catch (const Error&) {
+      ++thrown;
+    }
+  }
+  EXPECT_EQ(loaded + thrown, 300);
+  EXPECT_GT(thrown, 0);
 }
