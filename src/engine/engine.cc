@@ -192,9 +192,11 @@ void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std
   deliver(id, event);
 }
 
-// Runs the request's callback on this (scheduler) thread; a throwing callback is the caller's bug and must not
+// Runs the request's callback on the scheduler thread (the only caller of deliver); a throwing callback is the caller's bug and must not
 // take the engine down, so its exception is dropped.
 void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
+  // Stats first: whoever waits for this final event (drain, a test) must see the blocks it just released.
+  if (event.finished) publish_stats();
   std::shared_ptr<RequestCallback> callback;
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -69,6 +69,8 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
   }
   prepared.prompt = std::move(prompt.ids);
 
+  FOVEA_CHECK(int(request.params.answers.size()) <= kMaxAnswers, request.params.answers.size(),
+              " answers given; at most ", kMaxAnswers, " are allowed");
   for (const std::string& answer : request.params.answers) {
     const std::vector<int32_t> ids = tokenizer.encode(answer);
     FOVEA_CHECK(!ids.empty(), "answer '", answer, "' encodes to no tokens");

@@ -13,6 +13,9 @@
 
 namespace fovea {
 
+// Answers per request whose log-probs the runner computes (the real runner is built with this capacity).
+constexpr int kMaxAnswers = 64;
+
 struct PrepContext {
   const ModelDesc* desc = nullptr;
   const Tokenizer* tokenizer = nullptr;

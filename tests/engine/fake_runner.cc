@@ -22,12 +22,18 @@ int RecordedStep::total_tokens() const {
 }
 
 FakeRunner::FakeRunner(const FakeRunnerConfig& config) : config_(config) {
+  if (config.desc) {
+    desc_ = *config.desc;
+    config_.vocab = desc_.llm.vocab;
+    config_.max_position = desc_.llm.max_position;
+  } else {
+    desc_.llm.vocab = config.vocab;
+    desc_.llm.max_position = config.max_position;
+    desc_.image_token_id = kImageToken;
+    desc_.eos_ids = {kEos};
+  }
   desc_.vision.image_size = 56;  // 4x4 patches -> 2x2 = 4 tokens per tile
   desc_.vision.patch_size = 14;
-  desc_.llm.vocab = config.vocab;
-  desc_.llm.max_position = config.max_position;
-  desc_.image_token_id = kImageToken;
-  desc_.eos_ids = {kEos};
   kv_.assign(size_t(config.num_kv_blocks * config.block_size), 0);
   kv_written_.assign(kv_.size(), false);
 }
@@ -76,6 +82,7 @@ uint64_t FakeRunner::image_row_value(const VisionRef& ref, int row) const {
 }
 
 std::vector<SeqResult> FakeRunner::step(const std::vector<SeqChunk>& chunks) {
+  if (config_.before_step) config_.before_step();
   steps.push_back(RecordedStep{chunks});
   int total = 0;
   for (const SeqChunk& c : chunks) total += int(c.tokens.size());
@@ -89,21 +96,21 @@ std::vector<SeqResult> FakeRunner::step(const std::vector<SeqChunk>& chunks) {
     std::vector<uint64_t> inputs(static_cast<size_t>(n));
     std::vector<bool> from_image(static_cast<size_t>(n), false);
     for (int j = 0; j < n; ++j) {
-      FOVEA_CHECK(c.tokens[size_t(j)] != kPoisonToken, "fake: poisoned token");
+      FOVEA_CHECK(c.tokens[size_t(j)] != config_.poison_token, "fake: poisoned token");
       inputs[size_t(j)] = uint64_t(c.tokens[size_t(j)]);
     }
     for (const VisionRef& ref : c.vision) {
       FOVEA_CHECK(ref.chunk_offset >= 0 && ref.chunk_offset + ref.rows <= n, "fake: VisionRef outside chunk");
       for (int r = 0; r < ref.rows; ++r) {
         const int j = ref.chunk_offset + r;
-        FOVEA_CHECK(c.tokens[size_t(j)] == kImageToken, "fake: VisionRef on a text token");
+        FOVEA_CHECK(c.tokens[size_t(j)] == desc_.image_token_id, "fake: VisionRef on a text token");
         inputs[size_t(j)] = image_row_value(ref, r);
         from_image[size_t(j)] = true;
       }
     }
     uint64_t last = 0;
     for (int j = 0; j < n; ++j) {
-      FOVEA_CHECK(c.tokens[size_t(j)] != kImageToken || from_image[size_t(j)], "fake: image token without embedding");
+      FOVEA_CHECK(c.tokens[size_t(j)] != desc_.image_token_id || from_image[size_t(j)], "fake: image token without embedding");
       const int pos = c.start_pos + j;
       uint64_t prev = 0x1234;
       if (pos > 0) {

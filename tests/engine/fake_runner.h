@@ -6,7 +6,9 @@
 // VisionRefs point at live embeddings and at <IMG_CONTEXT> positions.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct FakeRunnerConfig {
   int vision_pool_tiles = 32;
   int vocab = 1000;
   int max_position = 4096;
+  std::optional<ModelDesc> desc;       // e.g. the demo model's (ids, template); vocab/max_position taken from it
+  std::function<void()> before_step;
+  int poison_token = 666;              // step() throws when a chunk holds it; -1: never (real tokenizers use 666)   // runs at the start of every step() (tests block the scheduler with it)
 };
 
 struct RecordedStep {
@@ -37,9 +42,9 @@ struct RecordedEncode {
 
 class FakeRunner : public ModelRunner {
  public:
-  static constexpr int kImageToken = 999;
+  static constexpr int kImageToken = 999;  // the default desc's <IMG_CONTEXT>
   static constexpr int kEos = 2;
-  static constexpr int kPoisonToken = 666;       // step() throws when a chunk holds it
+  static constexpr int kPoisonToken = 666;       // the default FakeRunnerConfig::poison_token
   static constexpr float kPoisonPixel = -123.0f; // encode_images() throws for an image starting with it
 
   explicit FakeRunner(const FakeRunnerConfig& config = {});

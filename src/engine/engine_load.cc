@@ -1,0 +1,53 @@
+// Engine(config): load the checkpoint, pick the backend, size the runner's pools from the config, read the
+// tokenizer. Kept apart from engine.cc so that the engine's threading compiles and tests without the runtime.
+#include <algorithm>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "engine/engine_impl.h"
+#include "model/model_desc.h"
+#include "runtime/internvl_runner.h"
+
+namespace fovea {
+namespace {
+
+// KV positions to allocate when the config says 0: a fixed share of memory (40 GB on a GPU, 2 GB on the CPU
+// reference, which only runs small models), divided by the bytes one position takes over all layers.
+int default_kv_blocks(const ModelDesc& desc, const Backend& backend, int block_size, int max_step_tokens) {
+  const bool gpu = backend.device() == Device::CUDA;
+  const double budget_bytes = gpu ? 40e9 : 2e9;
+  const double bytes_per_position = double(desc.llm.layers) * desc.llm.kv_heads * desc.llm.head_dim * 2.0 *
+                                    double(dtype_size(backend.compute_dtype()));
+  const double positions = std::clamp(budget_bytes / bytes_per_position, double(2 * max_step_tokens), 4.0e6);
+  return int(positions / block_size);
+}
+
+}  // namespace
+
+Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
+  Impl& impl = *impl_;
+  impl.config = config;
+  LoadedModel model = load_model(config.model_dir);
+  std::unique_ptr<Backend> backend = make_backend(config.backend);
+  const bool gpu = backend->device() == Device::CUDA;
+
+  RunnerOptions opts;
+  opts.block_size = config.block_size;
+  opts.max_step_tokens = config.max_step_tokens;
+  opts.max_step_seqs = config.max_batch_seqs;
+  // One step's ViT batch: a few official 13-tile images on a GPU; the CPU reference keeps its workspace small.
+  opts.max_step_tiles = std::max(model.desc.max_dynamic_tiles + 1, gpu ? 48 : 16);
+  const int cache_tiles = config.vision_cache_tiles > 0 ? config.vision_cache_tiles : (gpu ? 256 : 32);
+  // Room for the cache plus the images being fed (pinned) and those encoded in the next step.
+  opts.vision_pool_tiles = cache_tiles + 2 * opts.max_step_tiles;
+  opts.kv_blocks = config.kv_blocks > 0
+                       ? config.kv_blocks
+                       : default_kv_blocks(model.desc, *backend, config.block_size, config.max_step_tokens);
+  opts.max_answer_ids = kMaxAnswers;
+  impl.config.vision_cache_tiles = cache_tiles;
+  impl.runner = make_internvl_runner(std::move(model), std::move(backend), opts);
+  impl.tokenizer = load_tokenizer(config.model_dir);
+  impl.start();
+}
+
+}  // namespace fovea

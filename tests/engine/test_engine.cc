@@ -1,0 +1,219 @@
+// The Engine's threads, queue, cancellation, shutdown and error isolation, over the recording fake runner with
+// the demo model's tokenizer, chat template and real image preprocessing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include "core/error.h"
+#include "engine/engine.h"
+#include "engine_test_util.h"
+#include "fake_runner.h"
+#include "model/model_desc.h"
+
+using namespace fovea;
+using namespace fovea::test;
+
+namespace {
+
+// Blocks the fake runner's step() while closed, so tests can hold the scheduler thread at a known point.
+class Gate {
+ public:
+  void pass() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++blocked_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    --blocked_;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool wait_blocked() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return blocked_ > 0; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool open_ = true;
+  int blocked_ = 0;
+};
+
+class EngineFake : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { dir_ = new DemoModelDir(); }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  std::unique_ptr<Engine> make_engine(EngineConfig config = {}, FakeRunnerConfig rc = {}) {
+    rc.desc = load_model_desc(dir_->path());
+    rc.poison_token = -1;
+    rc.before_step = [this] { gate_.pass(); };
+    config.model_dir = dir_->path();
+    config.preprocess_threads = 2;
+    auto runner = std::make_unique<FakeRunner>(rc);
+    runner_ = runner.get();
+    return std::make_unique<Engine>(config, std::move(runner));
+  }
+
+  static Request image_request(uint32_t seed, const std::string& question, int max_tokens = 1) {
+    Request r;
+    r.images.push_back(ImageInput{make_bmp(96, 48, seed), "seed " + std::to_string(seed)});
+    r.prompt = question;
+    r.max_tiles = 2;
+    r.params.max_tokens = max_tokens;
+    return r;
+  }
+
+  static DemoModelDir* dir_;
+  Gate gate_;
+  FakeRunner* runner_ = nullptr;
+  Collector collector_;
+};
+DemoModelDir* EngineFake::dir_ = nullptr;
+
+}  // namespace
+
+TEST_F(EngineFake, ConcurrentSubmittersAllFinishAndBlocksReturnToZero) {
+  auto engine = make_engine();
+  constexpr int kThreads = 4, kPerThread = 5;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const int n = t * kPerThread + i;
+        engine->submit(image_request(uint32_t(n % 3), "Is there a bed?", 1 + n % 3),
+                       collector_.callback_for(std::to_string(n)));
+      }
+    });
+  for (auto& t : threads) t.join();
+  engine->drain();
+  for (int n = 0; n < kThreads * kPerThread; ++n) {
+    const Collected c = collector_.get(std::to_string(n));
+    EXPECT_EQ(c.finals, 1) << n;
+    EXPECT_TRUE(c.last.error.empty()) << c.last.error;
+    EXPECT_EQ(int(c.tokens.size()), 1 + n % 3);
+    // n % 3 picks the image and the length: equal requests give equal outputs, whatever the batching and
+    // caching did.
+    EXPECT_EQ(c.tokens, collector_.get(std::to_string(n % 3)).tokens) << n;
+  }
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.requests_submitted, kThreads * kPerThread);
+  EXPECT_EQ(s.requests_finished, kThreads * kPerThread);
+  EXPECT_EQ(s.requests_failed, 0);
+  EXPECT_EQ(s.kv_blocks_used, 0);
+  EXPECT_EQ(s.running, 0);
+  EXPECT_EQ(s.queue_depth, 0);
+  EXPECT_GT(s.prefix_cache_hit_tokens, 0);
+  EXPECT_GT(s.prompt_tokens, 0);
+}
+
+TEST_F(EngineFake, CorruptImageFailsOnlyItsOwnRequest) {
+  auto engine = make_engine();
+  Request bad = image_request(1, "What is this?");
+  bad.images[0].bytes = "this is not an image";
+  bad.images[0].label = "broken.jpg";
+  engine->submit(image_request(1, "What is this?"), collector_.callback_for("good1"));
+  engine->submit(bad, collector_.callback_for("bad"));
+  engine->submit(image_request(2, "What is this?"), collector_.callback_for("good2"));
+  engine->drain();
+  EXPECT_EQ(collector_.get("bad").last.finish_reason, "error");
+  EXPECT_NE(collector_.get("bad").last.error.find("broken.jpg"), std::string::npos) << collector_.get("bad").last.error;
+  EXPECT_EQ(collector_.get("good1").last.finish_reason, "length");
+  EXPECT_EQ(collector_.get("good2").last.finish_reason, "length");
+  EXPECT_EQ(engine->stats().requests_failed, 1);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineFake, RepeatedImageIsAVisionCacheHit) {
+  EngineConfig config;
+  config.prefix_cache = false;
+  auto engine = make_engine(config);
+  engine->submit(image_request(5, "first question"), collector_.callback_for("a"));
+  ASSERT_TRUE(collector_.wait_finals(1));
+  engine->submit(image_request(5, "another question entirely"), collector_.callback_for("b"));
+  engine->drain();
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.vision_cache_misses, 1);
+  EXPECT_EQ(s.vision_cache_hits, 1);
+  EXPECT_EQ(runner_->encodes.size(), 1u);
+  EXPECT_EQ(s.prefix_cache_hit_tokens, 0);
+}
+
+TEST_F(EngineFake, CancelWhileRunningAndQueueLimit) {
+  EngineConfig config;
+  config.max_queue = 2;
+  auto engine = make_engine(config);
+  gate_.close();
+  const int64_t long_id = engine->submit(image_request(3, "tell me a story", 50), collector_.callback_for("long"));
+  ASSERT_TRUE(gate_.wait_blocked());
+  engine->submit(image_request(4, "short"), collector_.callback_for("short"));
+  try {
+    engine->submit(image_request(4, "one too many"), collector_.callback_for("refused"));
+    FAIL() << "submit beyond max_queue should throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("queue full"), std::string::npos);
+  }
+  engine->cancel(long_id);
+  gate_.open();
+  engine->drain();
+  EXPECT_EQ(collector_.get("long").last.finish_reason, "cancelled");
+  EXPECT_LT(collector_.get("long").tokens.size(), 50u);
+  EXPECT_EQ(collector_.get("short").last.finish_reason, "length");
+  EXPECT_EQ(collector_.get("refused").events, 0);
+  EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+  EXPECT_THROW(engine->submit(image_request(4, "after drain"), collector_.callback_for("late")), Error);
+}
+
+TEST_F(EngineFake, DestructionGivesEveryRequestOneFinalEvent) {
+  constexpr int kRequests = 40;
+  {
+    auto engine = make_engine();
+    for (int i = 0; i < kRequests; ++i)
+      engine->submit(image_request(uint32_t(i), "q", 3), collector_.callback_for(std::to_string(i)));
+  }
+  for (int i = 0; i < kRequests; ++i) {
+    const Collected c = collector_.get(std::to_string(i));
+    EXPECT_EQ(c.finals, 1) << i;
+    EXPECT_TRUE(c.last.finish_reason == "cancelled" || c.last.finish_reason == "length") << c.last.finish_reason;
+  }
+}
+
+TEST_F(EngineFake, AnswersTextAndPromptLimit) {
+  EngineConfig config;
+  FakeRunnerConfig rc;
+  rc.num_kv_blocks = 128;  // 512 positions of 4
+  auto engine = make_engine(config, rc);
+  Request r = image_request(7, "是或否？");
+  r.params.answers = {"是", "否"};
+  engine->submit(r, collector_.callback_for("answers"));
+  Request text_only;
+  text_only.prompt = "Write something.";
+  text_only.params.max_tokens = 5;
+  engine->submit(text_only, collector_.callback_for("text"));
+  Request huge;
+  for (int i = 0; i < 600; ++i) huge.prompt += "word ";
+  engine->submit(huge, collector_.callback_for("huge"));
+  engine->drain();
+  const Collected answers = collector_.get("answers");
+  ASSERT_EQ(answers.last.answer_logprobs.size(), 2u);
+  EXPECT_TRUE(answers.last.answer_logprobs.count("是"));
+  EXPECT_LT(answers.last.answer_logprobs.at("否"), 0.0f);
+  EXPECT_GT(answers.last.prompt_tokens, 2 * 4);
+  const Collected text = collector_.get("text");
+  EXPECT_EQ(text.last.completion_tokens, int(text.tokens.size()));
+  EXPECT_FALSE(text.text.empty());
+  EXPECT_NE(collector_.get("huge").last.error.find("the pool holds 512"), std::string::npos)
+      << collector_.get("huge").last.error;
+}
