@@ -47,8 +47,8 @@ int JsonSection::get_square(const char* key, int fallback) const {
   if (!has(key)) return fallback;
   const auto& v = json[key];
   if (v.is_array()) {
-    FOVEA_CHECK(v.size() == 2 && v[0].is_number_integer() && v[0] == v[1], where, ".", key,
-                " must be square, got ", v.dump());
+    FOVEA_CHECK(v.size() == 2 && v[0].is_number_integer() && v[0] == v[1], where, ".", key, " must be square, got ",
+                v.dump());
     return v[0].get<int>();
   }
   return get_int(key);

@@ -101,24 +101,36 @@ void add_llm(Writer& w, int vocab) {
 }
 
 nlohmann::ordered_json demo_config(int vocab) {
-  nlohmann::ordered_json vision = {
-      {"architectures", {"InternVisionModel"}}, {"model_type", "intern_vit_6b"},
-      {"hidden_size", S::kVisionHidden},        {"num_hidden_layers", S::kVisionLayers},
-      {"num_attention_heads", S::kVisionHeads}, {"intermediate_size", S::kVisionMlp},
-      {"image_size", kImage},                   {"patch_size", kPatch},
-      {"layer_norm_eps", 1e-6},                 {"norm_type", "layer_norm"},
-      {"qkv_bias", true},                       {"qk_normalization", false},
-      {"hidden_act", "gelu"}};
-  nlohmann::ordered_json llm = {
-      {"architectures", {"InternLM2ForCausalLM"}}, {"model_type", "internlm2"},
-      {"hidden_size", S::kLlmHidden},              {"num_hidden_layers", S::kLlmLayers},
-      {"num_attention_heads", S::kLlmHeads},       {"num_key_value_heads", S::kLlmKvHeads},
-      {"intermediate_size", S::kLlmFfn},           {"vocab_size", vocab},
-      {"rms_norm_eps", 1e-5},                      {"rope_theta", 1000000.0},
-      {"max_position_embeddings", 32768},          {"hidden_act", "silu"},
-      {"bias", false},                             {"tie_word_embeddings", false},
-      {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}},
-      {"bos_token_id", 1},                         {"eos_token_id", 2}};
+  nlohmann::ordered_json vision = {{"architectures", {"InternVisionModel"}},
+                                   {"model_type", "intern_vit_6b"},
+                                   {"hidden_size", S::kVisionHidden},
+                                   {"num_hidden_layers", S::kVisionLayers},
+                                   {"num_attention_heads", S::kVisionHeads},
+                                   {"intermediate_size", S::kVisionMlp},
+                                   {"image_size", kImage},
+                                   {"patch_size", kPatch},
+                                   {"layer_norm_eps", 1e-6},
+                                   {"norm_type", "layer_norm"},
+                                   {"qkv_bias", true},
+                                   {"qk_normalization", false},
+                                   {"hidden_act", "gelu"}};
+  nlohmann::ordered_json llm = {{"architectures", {"InternLM2ForCausalLM"}},
+                                {"model_type", "internlm2"},
+                                {"hidden_size", S::kLlmHidden},
+                                {"num_hidden_layers", S::kLlmLayers},
+                                {"num_attention_heads", S::kLlmHeads},
+                                {"num_key_value_heads", S::kLlmKvHeads},
+                                {"intermediate_size", S::kLlmFfn},
+                                {"vocab_size", vocab},
+                                {"rms_norm_eps", 1e-5},
+                                {"rope_theta", 1000000.0},
+                                {"max_position_embeddings", 32768},
+                                {"hidden_act", "silu"},
+                                {"bias", false},
+                                {"tie_word_embeddings", false},
+                                {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}},
+                                {"bos_token_id", 1},
+                                {"eos_token_id", 2}};
   return {{"architectures", {"InternVLChatModel"}},
           {"model_type", "internvl_chat"},
           {"template", "internlm2-chat"},
@@ -138,9 +150,12 @@ nlohmann::ordered_json demo_config(int vocab) {
 // Real InternVL2 checkpoints list their special tokens here; the loader reads the ids from this file.
 nlohmann::ordered_json demo_tokenizer_config(const DemoTokenizerIds& ids) {
   nlohmann::ordered_json decoder = nlohmann::ordered_json::object();
-  const std::pair<int, const char*> tokens[] = {{ids.bos, "<s>"},           {ids.eos, "</s>"},
-                                                {ids.im_end, "<|im_end|>"}, {ids.im_start, "<|im_start|>"},
-                                                {ids.img_start, "<img>"},   {ids.img_end, "</img>"},
+  const std::pair<int, const char*> tokens[] = {{ids.bos, "<s>"},
+                                                {ids.eos, "</s>"},
+                                                {ids.im_end, "<|im_end|>"},
+                                                {ids.im_start, "<|im_start|>"},
+                                                {ids.img_start, "<img>"},
+                                                {ids.img_end, "</img>"},
                                                 {ids.img_context, "<IMG_CONTEXT>"}};
   for (const auto& [id, content] : tokens) {
     FOVEA_CHECK(id >= 0, "demo tokenizer has no ", content);

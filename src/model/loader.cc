@@ -19,8 +19,7 @@ LoadedModel load_model(const std::string& dir) {
   map_projector_weights(set, model.desc, &model.weights);
   map_llm_weights(set, model.desc, &model.weights);
   // A checkpoint that stores lm_head is not tied, whatever the flags say; the runtime reads this field.
-  model.desc.llm.tie_embeddings =
-      model.weights.get("llm.lm_head").data == model.weights.get("llm.embed").data;
+  model.desc.llm.tie_embeddings = model.weights.get("llm.lm_head").data == model.weights.get("llm.embed").data;
   model.weights.keep_alive = set.keep_alive();
   return model;
 }

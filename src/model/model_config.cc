@@ -27,8 +27,8 @@ void check_common_vision(const VisionConfig& v, const std::string& where) {
   FOVEA_CHECK(v.hidden > 0 && v.heads > 0 && v.hidden % v.heads == 0, where, ": hidden_size ", v.hidden,
               " is not a multiple of num_attention_heads ", v.heads);
   FOVEA_CHECK(v.layers > 0 && v.mlp > 0, where, ": needs positive num_hidden_layers and intermediate_size");
-  FOVEA_CHECK(v.patch_size > 0 && v.image_size % v.patch_size == 0 && (v.image_size / v.patch_size) % 2 == 0,
-              where, ": image_size ", v.image_size, " must be an even number of patches of ", v.patch_size);
+  FOVEA_CHECK(v.patch_size > 0 && v.image_size % v.patch_size == 0 && (v.image_size / v.patch_size) % 2 == 0, where,
+              ": image_size ", v.image_size, " must be an even number of patches of ", v.patch_size);
 }
 
 void check_llm(const LlmConfig& l, const std::string& where) {
@@ -127,8 +127,7 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
   d->max_dynamic_tiles = root.get_int("max_dynamic_patch", 12);
   d->min_dynamic_tiles = root.get_int("min_dynamic_patch", 1);
   d->use_thumbnail = root.get_bool("use_thumbnail", true);
-  FOVEA_CHECK(root.get_bool("dynamic_image_size", true), root.where,
-              ": dynamic_image_size false is not supported");
+  FOVEA_CHECK(root.get_bool("dynamic_image_size", true), root.where, ": dynamic_image_size false is not supported");
 }
 
 void parse_hf(const JsonSection& root, ModelDesc* d) {
@@ -213,8 +212,7 @@ ModelDesc load_model_desc(const std::string& dir) {
     parse_hf(root, &d);
     read_hf_tiling(dir, &d);
   } else {
-    FOVEA_FAIL(path.string(), ": unknown architecture model_type '", type,
-               "' (supported: internvl_chat, internvl)");
+    FOVEA_FAIL(path.string(), ": unknown architecture model_type '", type, "' (supported: internvl_chat, internvl)");
   }
   check_common_vision(d.vision, root.where + ": vision");
   check_llm(d.llm, root.where + ": llm");

@@ -63,8 +63,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const auto* bytes = static_cast<const unsigned char*>(mapping->addr);
   FOVEA_CHECK(mapping->size >= 8, path, ": truncated safetensors file (", mapping->size, " bytes, no header length)");
   const uint64_t header_size = read_le64(bytes);
-  FOVEA_CHECK(header_size <= kMaxHeaderBytes && header_size <= mapping->size - 8, path, ": header length ",
-              header_size, " runs past the end of the file (", mapping->size, " bytes): truncated or not safetensors");
+  FOVEA_CHECK(header_size <= kMaxHeaderBytes && header_size <= mapping->size - 8, path, ": header length ", header_size,
+              " runs past the end of the file (", mapping->size, " bytes): truncated or not safetensors");
   data_ = reinterpret_cast<const char*>(bytes) + 8 + header_size;
   parse_header(reinterpret_cast<const char*>(bytes) + 8, size_t(header_size), mapping->size - 8 - header_size);
 }
@@ -85,8 +85,7 @@ void SafetensorsFile::parse_header(const char* text, size_t size, size_t data_si
       continue;
     }
     const std::string where = str(path_, ": tensor ", name);
-    FOVEA_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") &&
-                    info.contains("data_offsets"),
+    FOVEA_CHECK(info.is_object() && info.contains("dtype") && info.contains("shape") && info.contains("data_offsets"),
                 where, ": needs dtype, shape and data_offsets");
     Entry e{};
     FOVEA_CHECK(info["dtype"].is_string() && dtype_from_name(info["dtype"].get<std::string>(), &e.dtype), where,
@@ -95,17 +94,17 @@ void SafetensorsFile::parse_header(const char* text, size_t size, size_t data_si
     FOVEA_CHECK(shape.is_array(), where, ": shape is not an array");
     uint64_t numel = 1;
     for (const auto& d : shape) {
-      FOVEA_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where,
-                  ": bad dimension ", d.dump());
+      FOVEA_CHECK(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0), where, ": bad dimension ",
+                  d.dump());
       const uint64_t dim = d.get<uint64_t>();
       FOVEA_CHECK(dim == 0 || numel <= (uint64_t(1) << 62) / dim, where, ": shape too large");
       numel *= dim;
       e.shape.push_back(int64_t(dim));
     }
     const auto& offsets = info["data_offsets"];
-    FOVEA_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
-                    offsets[1].is_number_unsigned(),
-                where, ": data_offsets must be two non-negative integers");
+    FOVEA_CHECK(
+        offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() && offsets[1].is_number_unsigned(),
+        where, ": data_offsets must be two non-negative integers");
     e.begin = offsets[0].get<size_t>();
     e.end = offsets[1].get<size_t>();
     FOVEA_CHECK(e.begin <= e.end && e.end <= data_size, where, ": data_offsets [", e.begin, ", ", e.end,
@@ -122,8 +121,8 @@ void SafetensorsFile::parse_header(const char* text, size_t size, size_t data_si
   std::sort(by_offset.begin(), by_offset.end(),
             [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
-    FOVEA_CHECK(by_offset[i].second->begin >= by_offset[i - 1].second->end, path_, ": tensor ",
-                *by_offset[i].first, " overlaps tensor ", *by_offset[i - 1].first, " in the data section");
+    FOVEA_CHECK(by_offset[i].second->begin >= by_offset[i - 1].second->end, path_, ": tensor ", *by_offset[i].first,
+                " overlaps tensor ", *by_offset[i - 1].first, " in the data section");
   }
 }
 

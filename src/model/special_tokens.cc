@@ -76,9 +76,8 @@ void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
   d->img_end_id = lookup("</img>", known.img_end);
   const int context = lookup("<IMG_CONTEXT>", known.img_context);
   if (d->format == CheckpointFormat::HfInternVL && d->image_token_id >= 0) {
-    FOVEA_CHECK(!added.count("<IMG_CONTEXT>") || context == d->image_token_id, dir,
-                ": config.json image_token_id ", d->image_token_id, " disagrees with <IMG_CONTEXT> = ", context,
-                " in the tokenizer files");
+    FOVEA_CHECK(!added.count("<IMG_CONTEXT>") || context == d->image_token_id, dir, ": config.json image_token_id ",
+                d->image_token_id, " disagrees with <IMG_CONTEXT> = ", context, " in the tokenizer files");
   } else {
     d->image_token_id = context;
   }
@@ -86,8 +85,8 @@ void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
   d->eos_ids = {lookup("<|im_end|>", known.im_end), lookup(known.second_stop_name, known.second_stop)};
 
   auto check = [&](const char* what, int id) {
-    FOVEA_CHECK(id >= 0 && id < d->llm.vocab, dir, ": ", what, " id ", id, " is outside the vocabulary (",
-                d->llm.vocab, "): the tokenizer files do not match the model");
+    FOVEA_CHECK(id >= 0 && id < d->llm.vocab, dir, ": ", what, " id ", id, " is outside the vocabulary (", d->llm.vocab,
+                "): the tokenizer files do not match the model");
   };
   check("<img>", d->img_start_id);
   check("</img>", d->img_end_id);

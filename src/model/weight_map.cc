@@ -46,8 +46,7 @@ Tensor regroup_internlm2_wqkv(const Tensor& wqkv, const LlmConfig& llm) {
     for (int64_t j = 0; j < q_per_kv; ++j)  // q head g*q_per_kv + j
       std::memcpy(dst + size_t(g * q_per_kv + j) * head_bytes, group + size_t(j) * head_bytes, head_bytes);
     std::memcpy(dst + size_t(llm.heads + g) * head_bytes, group + size_t(q_per_kv) * head_bytes, head_bytes);
-    std::memcpy(dst + size_t(llm.heads + kv + g) * head_bytes, group + size_t(q_per_kv + 1) * head_bytes,
-                head_bytes);
+    std::memcpy(dst + size_t(llm.heads + kv + g) * head_bytes, group + size_t(q_per_kv + 1) * head_bytes, head_bytes);
   }
   return out;
 }

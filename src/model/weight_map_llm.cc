@@ -25,9 +25,9 @@ void map_internlm2_layer(const SafetensorsSet& set, const LlmConfig& l, const st
   put(out, dst + "o.weight", set.get(base + "attention.wo.weight", {h, l.heads * d}));
   put(out, dst + "attn_norm", set.get(base + "attention_norm.weight", {h}));
   put(out, dst + "ffn_norm", set.get(base + "ffn_norm.weight", {h}));
-  put(out, dst + "gate_up.weight", concat_rows({set.get(base + "feed_forward.w1.weight", {f, h}),
-                                                set.get(base + "feed_forward.w3.weight", {f, h})},
-                                               base + "feed_forward.w1/w3"));
+  put(out, dst + "gate_up.weight",
+      concat_rows({set.get(base + "feed_forward.w1.weight", {f, h}), set.get(base + "feed_forward.w3.weight", {f, h})},
+                  base + "feed_forward.w1/w3"));
   put(out, dst + "down.weight", set.get(base + "feed_forward.w2.weight", {h, f}));
 }
 
@@ -49,9 +49,9 @@ void map_llama_layer(const SafetensorsSet& set, const LlmConfig& l, const std::s
   put(out, dst + "o.weight", set.get(attn + "o_proj.weight", {h, q}));
   put(out, dst + "attn_norm", set.get(base + "input_layernorm.weight", {h}));
   put(out, dst + "ffn_norm", set.get(base + "post_attention_layernorm.weight", {h}));
-  put(out, dst + "gate_up.weight", concat_rows({set.get(base + "mlp.gate_proj.weight", {f, h}),
-                                                set.get(base + "mlp.up_proj.weight", {f, h})},
-                                               base + "mlp.{gate,up}_proj.weight"));
+  put(out, dst + "gate_up.weight",
+      concat_rows({set.get(base + "mlp.gate_proj.weight", {f, h}), set.get(base + "mlp.up_proj.weight", {f, h})},
+                  base + "mlp.{gate,up}_proj.weight"));
   put(out, dst + "down.weight", set.get(base + "mlp.down_proj.weight", {h, f}));
 }
 
@@ -73,8 +73,8 @@ void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeig
     }
   }
   put(out, "llm.norm", set.get(prefix + "norm.weight", {l.hidden}));
-  const std::string head = internlm2 ? "language_model.output.weight"
-                                     : pick_name(set, {"language_model.lm_head.weight", "lm_head.weight"});
+  const std::string head =
+      internlm2 ? "language_model.output.weight" : pick_name(set, {"language_model.lm_head.weight", "lm_head.weight"});
   if (set.has(head)) {
     put(out, "llm.lm_head", set.get(head, table));
   } else {

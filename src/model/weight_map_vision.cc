@@ -12,12 +12,27 @@ struct VisionNames {  // per-format spellings; L is substituted per layer
 
 VisionNames vision_names(const SafetensorsSet& set, CheckpointFormat format) {
   if (format == CheckpointFormat::InternVLChat)
-    return {"vision_model.", "embeddings.class_embedding", "embeddings.position_embedding",
-            "embeddings.patch_embedding.", "encoder.layers.", "norm1.", "norm2.", "attn.proj.", "ls1", "ls2"};
+    return {"vision_model.",
+            "embeddings.class_embedding",
+            "embeddings.position_embedding",
+            "embeddings.patch_embedding.",
+            "encoder.layers.",
+            "norm1.",
+            "norm2.",
+            "attn.proj.",
+            "ls1",
+            "ls2"};
   const std::string prefix =
       set.has("model.vision_tower.embeddings.cls_token") ? "model.vision_tower." : "vision_tower.";
-  return {prefix, "embeddings.cls_token", "embeddings.position_embeddings", "embeddings.patch_embeddings.projection.",
-          "encoder.layer.", "layernorm_before.", "layernorm_after.", "attention.projection_layer.", "lambda_1",
+  return {prefix,
+          "embeddings.cls_token",
+          "embeddings.position_embeddings",
+          "embeddings.patch_embeddings.projection.",
+          "encoder.layer.",
+          "layernorm_before.",
+          "layernorm_after.",
+          "attention.projection_layer.",
+          "lambda_1",
           "lambda_2"};
 }
 
@@ -72,9 +87,8 @@ void map_projector_weights(const SafetensorsSet& set, const ModelDesc& desc, Mod
   const int64_t in = int64_t(desc.vision.hidden) * 4, h = desc.llm.hidden;
   std::string norm = "mlp1.0.", fc1 = "mlp1.1.", fc2 = "mlp1.3.";
   if (desc.format == CheckpointFormat::HfInternVL) {
-    const std::string prefix = set.has("model.multi_modal_projector.layer_norm.weight")
-                                   ? "model.multi_modal_projector."
-                                   : "multi_modal_projector.";
+    const std::string prefix = set.has("model.multi_modal_projector.layer_norm.weight") ? "model.multi_modal_projector."
+                                                                                        : "multi_modal_projector.";
     norm = prefix + "layer_norm.", fc1 = prefix + "linear_1.", fc2 = prefix + "linear_2.";
   }
   put(out, "proj.norm.weight", set.get(norm + "weight", {in}));

@@ -60,19 +60,15 @@ TEST(ModelConfig, RejectsUnknownArchitectures) {
 
 TEST(ModelConfig, RejectsOtherPixelShuffleTemplateAndNorm) {
   expect_rejected("internlm2/original", "\"ps_version\": \"v2\"", "\"ps_version\": \"v1\"", "ps_version");
-  expect_rejected("internlm2/original", "\"template\": \"internlm2-chat\"", "\"template\": \"phi3-chat\"",
-                  "phi3-chat");
-  expect_rejected("internlm2/original", "\"norm_type\": \"layer_norm\"", "\"norm_type\": \"rms_norm\"",
-                  "norm_type");
-  expect_rejected("qwen2/hf", "\"vision_feature_layer\": -1", "\"vision_feature_layer\": -2",
-                  "vision_feature_layer");
+  expect_rejected("internlm2/original", "\"template\": \"internlm2-chat\"", "\"template\": \"phi3-chat\"", "phi3-chat");
+  expect_rejected("internlm2/original", "\"norm_type\": \"layer_norm\"", "\"norm_type\": \"rms_norm\"", "norm_type");
+  expect_rejected("qwen2/hf", "\"vision_feature_layer\": -1", "\"vision_feature_layer\": -2", "vision_feature_layer");
 }
 
 TEST(ModelConfig, RejectsInconsistentSizes) {
   expect_rejected("internlm2/original", "\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4",
                   "num_key_value_heads");
-  expect_rejected("internlm2/original", "\"downsample_ratio\": 0.5", "\"downsample_ratio\": 0.25",
-                  "downsample_ratio");
+  expect_rejected("internlm2/original", "\"downsample_ratio\": 0.5", "\"downsample_ratio\": 0.25", "downsample_ratio");
 }
 
 TEST(ModelConfig, RejectsBadJsonAndMissingFields) {

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <fstream>
 
+#include "golden_pixels.h"
 #include "model/demo_model.h"
 #include "model/model_desc.h"
 #include "model/safetensors.h"
 #include "model/weight_map.h"
-#include "golden_pixels.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,16 +37,17 @@ void expect_identical_weights(const ModelWeights& a, const ModelWeights& b) {
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, t] : a.tensors) {
     ASSERT_TRUE(b.has(name)) << name;
-    EXPECT_TRUE(same_bytes(t, b.get(name))) << name << " differs: " << shape_str(t.shape) << " vs "
-                                            << shape_str(b.get(name).shape);
+    EXPECT_TRUE(same_bytes(t, b.get(name)))
+        << name << " differs: " << shape_str(t.shape) << " vs " << shape_str(b.get(name).shape);
   }
 }
 
 // The names model_desc.h promises, for a desc.
 std::vector<std::string> canonical_names(const ModelDesc& d) {
-  std::vector<std::string> names = {"vit.patch.weight", "vit.patch.bias", "vit.cls", "vit.pos", "proj.norm.weight",
-                                    "proj.norm.bias", "proj.fc1.weight", "proj.fc1.bias", "proj.fc2.weight",
-                                    "proj.fc2.bias", "llm.embed", "llm.norm", "llm.lm_head"};
+  std::vector<std::string> names = {"vit.patch.weight", "vit.patch.bias", "vit.cls",         "vit.pos",
+                                    "proj.norm.weight", "proj.norm.bias", "proj.fc1.weight", "proj.fc1.bias",
+                                    "proj.fc2.weight",  "proj.fc2.bias",  "llm.embed",       "llm.norm",
+                                    "llm.lm_head"};
   for (int l = 0; l < d.vision.layers; ++l) {
     for (const char* n : {"norm1.weight", "norm1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias", "ls1",
                           "norm2.weight", "norm2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "ls2"})
@@ -189,7 +190,8 @@ TEST(GoldenPixels, DecodeMatchesThePythonValues) {
 TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
   ScratchDir dir("missing");
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
-    std::erase_if(tensors, [](const NamedTensor& t) { return t.name == "language_model.model.layers.1.ffn_norm.weight"; });
+    std::erase_if(tensors,
+                  [](const NamedTensor& t) { return t.name == "language_model.model.layers.1.ffn_norm.weight"; });
   });
   const std::string message = error_of([&] { load_model(dir.path().string()); });
   EXPECT_NE(message.find("language_model.model.layers.1.ffn_norm.weight"), std::string::npos) << message;

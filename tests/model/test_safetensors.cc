@@ -99,7 +99,8 @@ TEST(SafetensorsBad, OffsetsPastTheEnd) {
   ScratchDir dir("past");
   write_bytes(dir.file("p.safetensors"),
               safetensors_bytes(R"({"big":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, 0)));
-  expect_error([&] { SafetensorsFile f(dir.file("p.safetensors")); }, {dir.file("p.safetensors"), "big", "past the end"});
+  expect_error([&] { SafetensorsFile f(dir.file("p.safetensors")); },
+               {dir.file("p.safetensors"), "big", "past the end"});
 }
 
 TEST(SafetensorsBad, TruncatedDataSection) {
@@ -107,7 +108,8 @@ TEST(SafetensorsBad, TruncatedDataSection) {
   write_safetensors(dir.file("full.safetensors"), {{"x", test::f32_tensor({64}, 0.0f)}});
   std::string bytes = test::read_bytes(dir.file("full.safetensors"));
   write_bytes(dir.file("cut.safetensors"), bytes.substr(0, bytes.size() - 10));
-  expect_error([&] { SafetensorsFile f(dir.file("cut.safetensors")); }, {dir.file("cut.safetensors"), "x", "truncated"});
+  expect_error([&] { SafetensorsFile f(dir.file("cut.safetensors")); },
+               {dir.file("cut.safetensors"), "x", "truncated"});
 }
 
 TEST(SafetensorsBad, OffsetsDisagreeWithShape) {
@@ -149,8 +151,9 @@ TEST(SafetensorsSet, ShardedThroughIndex) {
   ScratchDir dir("sharded");
   write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", test::f32_tensor({3}, 10.0f)}});
   write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", test::f32_tensor({2}, 20.0f)}});
-  write_bytes(dir.file("model.safetensors.index.json"),
-              R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})");
+  write_bytes(
+      dir.file("model.safetensors.index.json"),
+      R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})");
   const SafetensorsSet set(dir.path().string());
   EXPECT_EQ(set.get("a").ptr<float>()[2], 12.0f);
   EXPECT_EQ(set.get("b").ptr<float>()[1], 21.0f);
