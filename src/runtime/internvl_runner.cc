@@ -36,6 +36,7 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   limits_.vocab = desc.llm.vocab;
   limits_.block_size = opts_.block_size;
   limits_.kv_blocks = opts_.kv_blocks;
+  limits_.max_answer_ids = opts_.max_answer_ids;
   LlmWorkspaceSizes sizes;
   sizes.max_tokens = limits_.max_tokens;
   sizes.max_seqs = limits_.max_seqs;
@@ -140,6 +141,12 @@ Tensor InternVLRunner::image_embedding(int64_t handle) {
     std::copy_n(rows.ptr<float>(), rows.numel(), out.ptr<float>() + int64_t(i) * rows.numel());
   }
   return out;
+}
+
+size_t kv_block_bytes(const ModelDesc& desc, DType compute_dtype, int block_size) {
+  const LlmConfig& c = desc.llm;
+  return size_t(2) * size_t(c.layers) * size_t(block_size) * size_t(c.kv_heads) * size_t(c.head_dim) *
+         dtype_size(compute_dtype);
 }
 
 std::unique_ptr<ModelRunner> make_internvl_runner(LoadedModel model, std::unique_ptr<Backend> backend,

@@ -81,6 +81,9 @@ class InternVLRunner final : public ModelRunner {
   std::unique_ptr<LlmForward> llm_;
 };
 
+// Device bytes one KV block takes over all layers (K and V), for sizing RunnerOptions::kv_blocks from memory.
+size_t kv_block_bytes(const ModelDesc& desc, DType compute_dtype, int block_size);
+
 std::unique_ptr<ModelRunner> make_internvl_runner(LoadedModel model, std::unique_ptr<Backend> backend,
                                                   const RunnerOptions& opts);
 

@@ -56,7 +56,7 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
   ctx_len_ = alloc(DType::I32, {S});
   block_table_ = alloc(DType::I32, {int64_t(sizes.max_table_entries)});
   sample_rows_ = alloc(DType::I32, {S});
-  answer_ids_ = alloc(DType::I32, {int64_t(sizes.logits_rows) * std::max(sizes.max_answer_ids, 1)});
+  answer_ids_ = alloc(DType::I32, {S * std::max(sizes.max_answer_ids, 1)});
   x_ = alloc(act, {T, H});
   normed_ = alloc(act, {T, H});
   qkv_ = alloc(act, {T, int64_t(c.heads + 2 * c.kv_heads) * D});
@@ -138,6 +138,9 @@ std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<S
   batch.num_seqs = plan.seqs;
   batch.max_q_len = plan.max_q_len;
   batch.max_ctx_len = plan.max_ctx_len;
+  // Every input goes up before the first layer: an upload waits for the device, so none happens mid-step.
+  if (!plan.sample_rows.empty()) upload_ids(sample_rows_, plan.sample_rows);
+  if (plan.answer_width > 0) upload_ids(answer_ids_, plan.answer_ids);
   for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, plan.tokens, batch, kv);
   if (!plan.sample_rows.empty()) head(plan, chunks, results);
   return results;
@@ -146,7 +149,7 @@ std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<S
 void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results) {
   const int samples = int(plan.sample_rows.size());
   // Only the sampled rows need the last residual add, the final norm and the LM head.
-  Tensor rows = upload_ids(sample_rows_, plan.sample_rows);
+  const Tensor rows = sample_rows_.rows(0, samples);
   Tensor last_x = last_x_.rows(0, samples), last_branch = last_branch_.rows(0, samples);
   Tensor last_normed = last_normed_.rows(0, samples);
   be_.gather_rows(x_.rows(0, plan.tokens), rows, last_x);
@@ -161,31 +164,21 @@ void LlmForward::head_group(const StepPlan& plan, const std::vector<SeqChunk>& c
   Tensor logits = logits_.rows(0, count), ids = argmax_ids_.rows(0, count);
   be_.linear(last_normed_.rows(first, first + count), w_.lm_head, Tensor{}, logits);
   be_.argmax(logits, ids);
-  size_t max_answers = 0;
-  for (int i = 0; i < count; ++i)
-    max_answers = std::max(max_answers, chunks[size_t(plan.sample_chunks[size_t(first + i)])].answer_ids.size());
-  FOVEA_CHECK(max_answers <= size_t(sizes_.max_answer_ids), "step: ", max_answers,
-              " answer ids for one chunk, the runner takes at most ", sizes_.max_answer_ids);
+  const int64_t width = plan.answer_width;
   Tensor logprobs;
-  if (max_answers > 0) {
-    // Chunks with fewer answers are padded with id 0; the padding's results are dropped.
-    std::vector<int32_t> answer_ids(size_t(count) * max_answers, 0);
-    for (int i = 0; i < count; ++i) {
-      const auto& wanted = chunks[size_t(plan.sample_chunks[size_t(first + i)])].answer_ids;
-      std::copy(wanted.begin(), wanted.end(), answer_ids.begin() + int64_t(i) * int64_t(max_answers));
-    }
-    Tensor ids_dev = upload_ids(answer_ids_, answer_ids).view({count, int64_t(max_answers)});
-    logprobs = answer_logprobs_.rows(0, int64_t(count) * int64_t(max_answers)).view({count, int64_t(max_answers)});
+  if (width > 0) {
+    const Tensor ids_dev = answer_ids_.rows(first * width, (first + count) * width).view({count, width});
+    logprobs = answer_logprobs_.rows(0, count * width).view({count, width});
     be_.log_softmax_gather(logits, ids_dev, logprobs);
   }
   const Tensor host_ids = be_.download(ids);
-  const Tensor host_logprobs = max_answers > 0 ? be_.download(logprobs) : Tensor{};
+  const Tensor host_logprobs = width > 0 ? be_.download(logprobs) : Tensor{};
   for (int i = 0; i < count; ++i) {
     const size_t chunk = size_t(plan.sample_chunks[size_t(first + i)]);
     SeqResult& r = results[chunk];
     r.argmax = host_ids.ptr<int32_t>()[i];
     const size_t answers = chunks[chunk].answer_ids.size();
-    const float* lp = answers ? host_logprobs.ptr<float>() + size_t(i) * max_answers : nullptr;
+    const float* lp = answers ? host_logprobs.ptr<float>() + i * width : nullptr;
     r.answer_logprobs.assign(lp, lp + answers);
     if (chunks[chunk].want_logits) {
       const Tensor row = be_.download(logits.rows(i, i + 1));

@@ -21,6 +21,8 @@ void check_chunk(const SeqChunk& c, size_t index, const StepLimits& limits) {
                 limits.vocab, ")");
   for (int32_t id : c.answer_ids)
     FOVEA_CHECK(id >= 0 && id < limits.vocab, "step: chunk ", index, " asks the log-prob of id ", id);
+  FOVEA_CHECK(!c.sample || int64_t(c.answer_ids.size()) <= limits.max_answer_ids, "step: chunk ", index, " asks ",
+              c.answer_ids.size(), " answer log-probs, the runner takes at most ", limits.max_answer_ids);
 }
 
 // Splits one VisionRef into per-slot segments (an image's slots need not be adjacent in the pool).
@@ -84,7 +86,14 @@ StepPlan plan_step(const std::vector<SeqChunk>& chunks, const StepLimits& limits
     if (c.sample) {
       plan.sample_rows.push_back(first_row + n - 1);
       plan.sample_chunks.push_back(int(i));
+      plan.answer_width = std::max(plan.answer_width, int(c.answer_ids.size()));
     }
+  }
+  // Padding ids (0) give log-probs that are never read.
+  plan.answer_ids.assign(plan.sample_rows.size() * size_t(plan.answer_width), 0);
+  for (size_t k = 0; k < plan.sample_chunks.size(); ++k) {
+    const auto& wanted = chunks[size_t(plan.sample_chunks[k])].answer_ids;
+    std::copy(wanted.begin(), wanted.end(), plan.answer_ids.begin() + int64_t(k) * plan.answer_width);
   }
   return plan;
 }

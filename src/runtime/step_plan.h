@@ -26,6 +26,7 @@ struct StepLimits {
   int vocab = 0;
   int block_size = 0;
   int kv_blocks = 0;
+  int max_answer_ids = 0;     // answer ids per sampled chunk
 };
 
 struct StepPlan {
@@ -40,6 +41,8 @@ struct StepPlan {
   int max_ctx_len = 0;
   std::vector<int32_t> sample_rows;   // step row of each sampled chunk's last token
   std::vector<int> sample_chunks;     // the chunk index of each of those
+  std::vector<int32_t> answer_ids;    // [samples, answer_width]: each sample's answer ids, padded with id 0
+  int answer_width = 0;               // the most answer ids of any sampled chunk
   std::vector<VisionSegment> vision;  // image rows to place after the token embedding
 };
 

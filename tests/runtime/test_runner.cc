@@ -36,7 +36,7 @@ class StepPlanTest : public ::testing::Test {
   std::unique_ptr<Backend> be = make_cpu_backend();
   VisionPool pool{*be, 4, 4, 2};  // 4 rows per tile
   StepLimits limits{/*max_tokens=*/32, /*max_seqs=*/4, /*max_table_entries=*/16, /*vocab=*/100,
-                    /*block_size=*/4, /*kv_blocks=*/10};
+                    /*block_size=*/4, /*kv_blocks=*/10, /*max_answer_ids=*/2};
 
   static SeqChunk chunk(std::vector<int32_t> tokens, int start, std::vector<int32_t> table) {
     SeqChunk c;
@@ -51,6 +51,7 @@ TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
   const int64_t image = pool.acquire(2);  // slots 0, 1: rows 0-3 in slot 0, 4-7 in slot 1
   SeqChunk a = chunk({1, 2, 3}, 5, {7, 3});  // positions 5..7 -> block 3 rows 1..3
   a.sample = true;
+  a.answer_ids = {4, 5};
   SeqChunk b = chunk({9, 9, 9, 9, 9, 4}, 0, {2, 8});
   b.vision.push_back(VisionRef{image, 2, 4, 1});  // image rows 2..5 at chunk rows 1..4
   const StepPlan plan = plan_step({a, b}, limits, pool);
@@ -66,6 +67,8 @@ TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
   EXPECT_EQ(plan.max_ctx_len, 8);
   EXPECT_EQ(plan.sample_rows, (std::vector<int32_t>{2}));
   EXPECT_EQ(plan.sample_chunks, (std::vector<int>{0}));
+  EXPECT_EQ(plan.answer_width, 2);
+  EXPECT_EQ(plan.answer_ids, (std::vector<int32_t>{4, 5}));
   ASSERT_EQ(plan.vision.size(), 2u);
   EXPECT_EQ(plan.vision[0].slot, 0);
   EXPECT_EQ(plan.vision[0].slot_row, 2);
@@ -96,6 +99,8 @@ TEST_F(StepPlanTest, RejectsBadChunks) {
   SeqChunk bad_answer = chunk({1}, 0, {0});
   bad_answer.sample = true;
   bad_answer.answer_ids = {100};
+  fails(bad_answer);
+  bad_answer.answer_ids = {1, 2, 3};  // more than max_answer_ids
   fails(bad_answer);
   EXPECT_THROW(plan_step(std::vector<SeqChunk>(5, chunk({1}, 0, {0})), limits, pool), Error);  // > max_seqs
   EXPECT_NO_THROW(plan_step({chunk({1, 2, 3, 4}, 0, {0}), chunk({5}, 4, {0, 1})}, limits, pool));
@@ -162,7 +167,7 @@ TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
   const ModelDesc& desc = runner->desc();
   const RunnerMemory& mem = runner->memory();
   EXPECT_GT(mem.weights, 0u);
-  EXPECT_GT(mem.kv_cache, 0u);
+  EXPECT_EQ(mem.kv_cache, 256 * kv_block_bytes(desc, DType::F32, runner->block_size()));
   EXPECT_GT(mem.workspace, 0u);
   EXPECT_EQ(mem.vision_pool, size_t(13) * desc.vision.tokens_per_tile() * desc.llm.hidden * sizeof(float));
   EXPECT_EQ(runner->backend().memory_in_use(), mem.total());
