@@ -110,18 +110,19 @@ def render(data):
                      f"{done} |")
     lines += ["", "| check | value |", "|---|---|"]
     tf32 = compare.get("transformers_bf16_vs_fp32")
-    lines.append(f"| transformers bf16 vs fp32, first token | {pct(tf32)}; logits rel err "
+    dtype = ref.get("dtype", "bf16")
+    lines.append(f"| transformers {dtype} vs fp32, first token | {pct(tf32)}; logits rel err "
                  f"{f((tf32 or {}).get('logits_rel_err', {}) and tf32['logits_rel_err']['mean'], '.2e')} mean |")
     for name, entry in (compare.get("runs") or {}).items():
         if not entry.get("answered"):
             continue
         if "vs_reference" in entry:
-            lines.append(f"| Fovea {name} vs transformers bf16, first token | {pct(entry['vs_reference'])}; "
+            lines.append(f"| Fovea {name} vs transformers {dtype}, first token | {pct(entry['vs_reference'])}; "
                          f"decisive requests {pct(entry.get('vs_reference_decisive'))} |")
         if "vs_fp32" in entry:
             lines.append(f"| Fovea {name} vs fp32, first token | {pct(entry['vs_fp32'])} |")
         if entry.get("logits_rel_err_vs_reference"):
-            lines.append(f"| Fovea {name} logits rel err vs transformers bf16 | "
+            lines.append(f"| Fovea {name} logits rel err vs transformers {dtype} | "
                          f"{entry['logits_rel_err_vs_reference']['mean']:.2e} mean, "
                          f"{entry['logits_rel_err_vs_reference']['max']:.2e} max |")
         if "vs_fovea_official" in entry:
