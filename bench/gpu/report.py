@@ -16,7 +16,8 @@ import common  # noqa: E402
 
 def collect(work):
     data = {key: common.read_json(os.path.join(work, f"{key}.json")) for key in
-            ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps", "gpu_tests")}
+            ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps", "gpu_tests",
+             "bench_fovea")}
     data["fovea"] = {}
     for name in sorted(os.listdir(work)):
         if name.startswith("fovea_") and name.endswith(".json"):
@@ -153,6 +154,7 @@ def render(data):
     lines.append(f"| GEMM bf16 / FP8 at prefill shapes (M=8192) | "
                  f"{'-'.join(f(x, '.0f') for x in bf) if bf else 'n/a'} / "
                  f"{'-'.join(f(x, '.0f') for x in f8) if f8 else 'n/a'} TFLOP/s |")
+    lines += bench_lines(data.get("bench_fovea"))
     for test, result in (data.get("gpu_tests") or {}).items():
         lines.append(f"| GPU test {test} | {result['status']} ({result['seconds']:.0f} s) |")
     steps = data.get("steps") or {}
@@ -160,6 +162,22 @@ def render(data):
         lines += ["", "Steps: " + ", ".join(f"{k} {v.get('status')} ({v.get('seconds', 0):.0f} s)"
                                             for k, v in steps.items())]
     return "\n".join(lines) + "\n"
+
+
+def bench_lines(bench):
+    """Rows from `fovea bench`'s JSON: its own QPM and MFU, and the stage times the table asks for."""
+    if not bench:
+        return []
+    stages = bench.get("stages") or {}
+    tiles = bench.get("tiles_per_request") or 0
+    vit = (stages.get("vit") or {}).get("ms_per_request")
+    pre = (stages.get("preprocess") or {}).get("ms_per_request")
+    gemm = bench.get("gemm_peak") or {}
+    return [f"| fovea bench ({bench.get('requests')} requests, {bench.get('tiling')}) | {f(bench.get('qpm'))} QPM, "
+            f"MFU {f((bench.get('mfu') or 0) * 100)}% of its own GEMM peak {f(gemm.get('tflops'), '.0f')} TFLOP/s |",
+            f"| ViT + projector, Fovea (fovea bench stage time) | "
+            f"{f(vit / tiles if vit is not None and tiles else None, '.3f')} ms/tile |",
+            f"| preprocessing, Fovea (fovea bench stage time, summed over threads) | {f(pre)} ms/image |"]
 
 
 def write_outputs(data, out_dir, stem):

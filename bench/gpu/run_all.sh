@@ -7,11 +7,12 @@
 #   bench/gpu/run_all.sh [--requests 200] [--ref-requests 64] [--batch 8] [--fp32-requests 16]
 #                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
 #                        [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
-# Steps: env workload gemm model prompt fovea_official reference fovea_compact compare report.
+# Steps: env workload gemm model prompt fovea_official reference fovea_compact [fovea_fp8] fovea_bench
+#        [gpu_tests] compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
-#      "fp8", with these options), FOVEA_BENCH_ARGS (when set: also `fovea bench` with these options).
+#      "fp8", with these options), FOVEA_BENCH_ARGS (more `fovea bench` options).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/gpu
@@ -51,7 +52,8 @@ export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 # Results of an earlier run go; its workload and model stay, so `--skip model` on a warm machine reuses them.
 rm -f "$WORK"/env.json "$WORK"/gemm.json "$WORK"/prompt.json "$WORK"/ref.json "$WORK"/ref_logits.npz \
-  "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json "$WORK"/gpu_tests.json
+  "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json "$WORK"/gpu_tests.json \
+  "$WORK"/bench_fovea.*
 LOG=$OUT/log.txt
 : > "$LOG"
 start=$(date +%s)
@@ -111,9 +113,9 @@ if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
   fovea_step fp8 official 120 "$FOVEA_FP8_ARGS"
   runs="$runs,fp8:official"
 fi
-if [ -n "${FOVEA_BENCH_ARGS:-}" ]; then
-  step fovea_bench 120 "$FOVEA" bench $FOVEA_BENCH_ARGS
-fi
+# fovea bench on the same images: Fovea's own stage times (ViT ms per tile, preprocessing ms per image).
+step fovea_bench 120 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images" --backend $backend \
+  --json "$WORK/bench_fovea.json" --svg "$WORK/bench_fovea.svg" ${FOVEA_BENCH_ARGS:-}
 if [ -n "${FOVEA_GPU_TESTS:-}" ]; then
   step gpu_tests 120 python3 $here/gpu_tests.py --out "$WORK/gpu_tests.json" --timeout 90 $FOVEA_GPU_TESTS
 fi

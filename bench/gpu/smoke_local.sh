@@ -12,11 +12,13 @@ if ! { [ -x "$fovea" ] && "$fovea" 2>&1 | grep -q '^  run ' && "$fovea" 2>&1 | g
   echo "smoke: $fovea lacks run/tokenize; using the fake" >&2
   fovea=bench/gpu/testing/fake_fovea.py
 fi
+skip=""
+[ "$fovea" != bench/gpu/testing/fake_fovea.py ] || skip="--skip fovea_bench"  # the fake has no `bench`
 out=${SMOKE_OUT:-/tmp/fovea_bench_smoke}
 rm -rf "$out"
 OUT=$out/out WORK=$out/work FOVEA_BIN=$fovea PHOTOS=$shared/data/photos \
   TOKENIZER=$shared/data/tokenizers/internlm2/tokenizer.model \
-  bench/gpu/run_all.sh --tiny --requests 6 --ref-requests 4 --batch 2 --fp32-requests 2 --budget 900 --name smoke
+  bench/gpu/run_all.sh --tiny --requests 6 --ref-requests 4 --batch 2 --fp32-requests 2 --budget 900 --name smoke $skip
 python3 - "$out/out/report.json" "$fovea" <<'PY'
 import json, sys
 report, fovea = json.load(open(sys.argv[1])), sys.argv[2]
@@ -32,5 +34,7 @@ if fovea.endswith("fake_fovea.py"):
 rows = {r["engine"]: r for r in report["derived"]["rows"]}
 assert any(k.startswith("Fovea official") and v["qpm"] for k, v in rows.items()), rows
 assert report["derived"]["floor_qpm_bf16"] > 0
+if not fovea.endswith("fake_fovea.py"):
+    assert report["bench_fovea"]["requests"] == 6, report.get("bench_fovea")
 print(f"smoke: ok (official agreement {official['agree']}/{official['n']}, fovea = {fovea})")
 PY
