@@ -6,7 +6,7 @@
 #
 #   bench/gpu/run_all.sh [--requests 200] [--ref-requests 64] [--batch 8] [--fp32-requests 16]
 #                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
-#                        [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
+#                        [--std 0.02] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact [fovea_fp8] fovea_bench
 #        [gpu_tests] compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
@@ -19,7 +19,7 @@ here=bench/gpu
 requests=200 ref_requests=64 batch=8 fp32_requests=16 variant=internlm2 skip="" budget=540 name=h200 tiny=0
 # Fovea's loader gives every -hf checkpoint the internvl2_5 template (model_config.cc, parse_hf); the reference
 # must build the same prompt, so that is the default. --template internlm2-chat once -hf honours config "template".
-template=internvl2_5
+template=internvl2_5 std=0.02
 command_line="bench/gpu/run_all.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +29,7 @@ while [ $# -gt 0 ]; do
     --fp32-requests) fp32_requests=$2; shift 2 ;;
     --variant) variant=$2; shift 2 ;;
     --template) template=$2; shift 2 ;;
+    --std) std=$2; shift 2 ;;  # init std of the random weights (if the first tokens come out degenerate)
     --skip) skip=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
@@ -49,6 +50,8 @@ if [ "$tiny" = 1 ]; then  # a CPU rehearsal of the same pipeline at tiny shapes,
   gemm_flags="--tiny --device cpu"
 fi
 export PYTHONUNBUFFERED=1
+# No network there: never let the hub client try. No progress bars in the log.
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1
 mkdir -p "$OUT" "$WORK"
 # Results of an earlier run go; its workload and model stay, so `--skip model` on a warm machine reuses them.
 rm -f "$WORK"/env.json "$WORK"/gemm.json "$WORK"/prompt.json "$WORK"/ref.json "$WORK"/ref_logits.npz \
@@ -99,7 +102,7 @@ step env 30 python3 $here/env_info.py "$WORK/env.json" "$command_line" "$FOVEA"
 step workload 60 python3 $here/workload.py --photos "$PHOTOS" --out "$WORK" --requests "$requests"
 step gemm 60 python3 $here/gemm_peak.py --out "$WORK/gemm.json" $gemm_flags
 step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$variant" --tokenizer "$TOKENIZER" \
-  --template "$template" $model_flags
+  --template "$template" --std "$std" $model_flags
 cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
 step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
   --template "$template" --out "$WORK/prompt.json"
