@@ -124,17 +124,19 @@ TEST_P(GoldenForward, ChunkedPrefillMatchesOneChunk) {
   opts.want_logits = true;
   opts.stop_ids = {-1};
   const SimpleGenerateResult whole = simple_generate(*runner, in.prompt, images_of(in), opts);
-  // Cuts inside the image span (one at a tile boundary, one inside a tile), before and after it, and one token
-  // alone.
-  opts.prefill_splits = {3, 9, 10, 200, 266, 523, 700, 787};
+  // Cuts before, inside and after the image span: on the tile boundary (row 256 is at 263 without BOS, 264 with
+  // it), inside tiles, a one-token chunk (9..10), and a last chunk of two tokens.
+  opts.prefill_splits = {3, 9, 10, 200, 263, 264, 266, 523, 700, 786};
   const SimpleGenerateResult chunked = simple_generate(*runner, in.prompt, images_of(in), opts);
-  ASSERT_EQ(chunked.tokens, whole.tokens);
-  for (size_t i = 0; i < whole.logits.size(); ++i) {
+  // bf16 runs may legitimately diverge after the first token (t3's smallest greedy margin is 0.04).
+  const size_t steps = is_cpu() ? whole.tokens.size() : 1;
+  for (size_t i = 0; i < steps; ++i) {
+    ASSERT_EQ(chunked.tokens[i], whole.tokens[i]) << "step " << i;
     const double err = golden::relative_error(chunked.logits[i].data(), whole.logits[i].data(),
                                               int64_t(whole.logits[i].size()));
     EXPECT_LE(err, is_cpu() ? 1e-5 : 2e-2) << "step " << i;
   }
-  expect_matches_reference("t3", chunked, 2);
+  expect_matches_reference("t3", chunked, steps);
 }
 
 TEST_P(GoldenForward, ImagesSplitOverHandlesAndTileBatches) {
