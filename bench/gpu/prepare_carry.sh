@@ -10,14 +10,17 @@ if [ "${1:-}" = --build ]; then
     -DCMAKE_CUDA_ARCHITECTURES=90a >/dev/null
   cmake --build build-gpu -j2 --target fovea
 fi
-mkdir -p .carry/tokenizers/internlm2 .carry/tokenizers/qwen2
-rm -rf .carry/photos && cp -r "$shared/data/photos" .carry/photos
-cp "$shared/data/tokenizers/internlm2/tokenizer.model" .carry/tokenizers/internlm2/
-cp "$shared"/data/tokenizers/qwen2/* .carry/tokenizers/qwen2/
+# What is already there (the lead may have put it there) is kept; only what is missing is copied.
+copy_once() {  # copy_once SOURCE DEST_DIR
+  mkdir -p "$2"
+  [ -n "$(ls -A "$2" 2>/dev/null)" ] || cp -r "$1"/. "$2"/
+}
+copy_once "$shared/data/photos" .carry/photos
+copy_once "$shared/data/tokenizers/internlm2" .carry/tokenizers/internlm2
+copy_once "$shared/data/tokenizers/qwen2" .carry/tokenizers/qwen2
 commit=$(git rev-parse HEAD)
-[ -z "$(git status --porcelain --untracked-files=no)" ] || commit="$commit (+ uncommitted changes)"
-echo "$commit" > .carry/COMMIT
-chmod -R u+w .carry
+[ -z "$(git status --porcelain --untracked-files=no -- src CMakeLists.txt bench)" ] || commit="$commit (+ uncommitted changes)"
+rm -f .carry/COMMIT && echo "$commit" > .carry/COMMIT
 if [ ! -x build-gpu/fovea ]; then
   echo "prepare_carry: build-gpu/fovea is missing (run with --build)" >&2
   exit 1

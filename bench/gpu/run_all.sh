@@ -43,7 +43,12 @@ WORK=${WORK:-/tmp/fovea_bench}
 FOVEA=${FOVEA_BIN:-build-gpu/fovea}
 PHOTOS=${PHOTOS:-.carry/photos}
 if [ "$variant" = qwen2 ]; then TOKENIZER=${TOKENIZER:-.carry/tokenizers/qwen2}
-else TOKENIZER=${TOKENIZER:-.carry/tokenizers/internlm2/tokenizer.model}; fi
+else
+  for candidate in .carry/tokenizers/internlm2/tokenizer.model .carry/tokenizers/internlm2.model .carry/tokenizer.model; do
+    [ -f "$candidate" ] && { TOKENIZER=${TOKENIZER:-$candidate}; break; }
+  done
+  TOKENIZER=${TOKENIZER:-.carry/tokenizers/internlm2/tokenizer.model}
+fi
 device=cuda backend=cuda model_flags="" ref_flags="" gemm_flags=""
 if [ "$tiny" = 1 ]; then  # a CPU rehearsal of the same pipeline at tiny shapes, float32 end to end
   device=cpu backend=cpu model_flags="--tiny --device cpu --dtype f32" ref_flags="--dtype f32 --vit-tiles 4 --vit-reps 1"
