@@ -43,8 +43,6 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
     const ImageInput& input = request.images[i];
     ImageSlot slot;
     try {
-      FOVEA_CHECK(int64_t(input.bytes.size()) <= options.limits.max_bytes, "file of ", input.bytes.size(),
-                  " bytes exceeds the limit of ", options.limits.max_bytes);
       PreprocessedImage image = preprocess_image(input.bytes, options);
       slot.tiles = image.num_tiles();
       slot.pixels = std::move(image.pixel_values);

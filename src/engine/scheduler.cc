@@ -128,6 +128,10 @@ void Scheduler::compute_block_hashes(Sequence& seq) const {
   }
 }
 
+int Scheduler::running() const {
+  return int(std::count_if(running_.begin(), running_.end(), [](const auto& s) { return !s->finished; }));
+}
+
 bool Scheduler::cancel(int64_t request_id) {
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
     if ((*it)->id == request_id) {

@@ -59,7 +59,7 @@ class Scheduler {
   bool step();
 
   int waiting() const { return int(waiting_.size()); }
-  int running() const { return int(running_.size()); }
+  int running() const;  // admitted and not finished (finished ones leave running_ at the end of the step)
   const BlockManager& blocks() const { return blocks_; }
   const VisionCache& vision_cache() const { return vision_cache_; }
   const SchedulerCounters& counters() const { return counters_; }

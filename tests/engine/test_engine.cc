@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/request_prep.h"
 #include "engine_test_util.h"
 #include "fake_runner.h"
 #include "model/model_desc.h"
@@ -216,4 +217,28 @@ TEST_F(EngineFake, AnswersTextAndPromptLimit) {
   EXPECT_FALSE(text.text.empty());
   EXPECT_NE(collector_.get("huge").last.error.find("the pool holds 512"), std::string::npos)
       << collector_.get("huge").last.error;
+}
+
+TEST_F(EngineFake, ImageLimitFailsWithTheLimitInTheMessage) {
+  EngineConfig config;
+  config.max_image_pixels = 1000;
+  auto engine = make_engine(config);
+  engine->submit(image_request(1, "too big"), collector_.callback_for("big"));  // 96 x 48 = 4608 pixels
+  engine->drain();
+  const std::string error = collector_.get("big").last.error;
+  EXPECT_NE(error.find("image #1"), std::string::npos) << error;
+  EXPECT_NE(error.find("1000"), std::string::npos) << error;
+}
+
+TEST(ImageKey, SameBytesAndOptionsOnly) {
+  PreprocessOptions official;
+  PreprocessOptions compact = official;
+  compact.compact = true;
+  PreprocessOptions fewer_tiles = official;
+  fewer_tiles.max_tiles = 6;
+  const std::string a = make_bmp(20, 10, 1), b = make_bmp(20, 10, 2);
+  EXPECT_EQ(image_key(a, official), image_key(std::string(a), official));
+  EXPECT_NE(image_key(a, official), image_key(b, official));  // same size, other pixels
+  EXPECT_NE(image_key(a, official), image_key(a, compact));
+  EXPECT_NE(image_key(a, official), image_key(a, fewer_tiles));
 }
