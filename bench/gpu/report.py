@@ -70,7 +70,8 @@ def derive(data):
 
 
 def f(x, spec=".1f", none="n/a"):
-    return none if x is None else format(x, spec)
+    """Formats a number; anything else (a missing figure) reads as n/a, so a partial run still renders."""
+    return format(x, spec) if isinstance(x, (int, float)) and not isinstance(x, bool) else none
 
 
 def pct(entry):
@@ -113,7 +114,7 @@ def render(data):
     tf32 = compare.get("transformers_bf16_vs_fp32")
     dtype = ref.get("dtype", "bf16")
     lines.append(f"| transformers {dtype} vs fp32, first token | {pct(tf32)}; logits rel err "
-                 f"{f((tf32 or {}).get('logits_rel_err', {}) and tf32['logits_rel_err']['mean'], '.2e')} mean |")
+                 f"{f(((tf32 or {}).get('logits_rel_err') or {}).get('mean'), '.2e')} mean |")
     for name, entry in (compare.get("runs") or {}).items():
         if not entry.get("answered"):
             continue
