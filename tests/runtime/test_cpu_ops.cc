@@ -1,6 +1,8 @@
 // Each CpuBackend op against values computed by hand or by a naive loop written straight from backend.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -195,6 +197,84 @@ TEST_F(CpuOps, AttentionDenseHandComputed) {
   be->attention_dense(qkv, 1, 2, 1, 1, out);
   // token 0: scores [0, ln3] -> weights [1/4, 3/4] -> 5; token 1: scores [0, 0] -> 4.
   expect_near_all(values(out), {5, 4}, 1e-6);
+}
+
+// Naive softmax(q·k * scale) v over keys [0, n) of one head; rows are (pointer, stride) pairs.
+std::vector<double> naive_attention_row(const float* q, const std::vector<const float*>& keys,
+                                        const std::vector<const float*>& values, int D) {
+  std::vector<double> s;
+  double max_s = -INFINITY;
+  for (const float* k : keys) {
+    double d = 0;
+    for (int i = 0; i < D; ++i) d += double(q[i]) * k[i];
+    s.push_back(d / std::sqrt(double(D)));
+    max_s = std::max(max_s, s.back());
+  }
+  double sum = 0;
+  for (double& e : s) sum += (e = std::exp(e - max_s));
+  std::vector<double> out(size_t(D), 0.0);
+  for (size_t j = 0; j < keys.size(); ++j)
+    for (int i = 0; i < D; ++i) out[size_t(i)] += s[j] / sum * values[j][i];
+  return out;
+}
+
+TEST_F(CpuOps, AttentionDenseMatchesNaiveOnOddShapes) {
+  const int B = 2, T = 37, H = 3, D = 8, W = 3 * H * D;  // T crosses the 32-query blocks
+  Tensor qkv = random({B * T, W}, 21, 2.0f);
+  Tensor out = be->alloc(DType::F32, {B * T, H * D});
+  be->attention_dense(qkv, B, T, H, D, out);
+  std::vector<double> want;
+  const float* r = qkv.ptr<float>();
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < H; ++h) {
+        std::vector<const float*> keys, values;
+        for (int j = 0; j < T; ++j) {
+          keys.push_back(r + (b * T + j) * W + H * D + h * D);
+          values.push_back(r + (b * T + j) * W + 2 * H * D + h * D);
+        }
+        for (double v : naive_attention_row(r + (b * T + t) * W + h * D, keys, values, D)) want.push_back(v);
+      }
+  expect_near_all(values(out), want, 1e-5);
+}
+
+// Two sequences in one step: a 21-token chunk continuing 5 cached positions (crossing the 16-token task blocks)
+// and a decode token at position 9, GQA with 3 q heads per kv head, block size 4, scattered blocks.
+TEST_F(CpuOps, PagedAttentionMixedBatchMatchesNaive) {
+  const int H = 6, KV = 2, D = 4, bs = 4, blocks = 16, W = (H + 2 * KV) * D;
+  KvCacheLayer cache{random({blocks, bs, KV, D}, 31), random({blocks, bs, KV, D}, 32)};
+  const std::vector<int32_t> table0{3, 9, 0, 12, 5, 7, 1}, table1{14, 2, 11};
+  Tensor qkv = random({22, W}, 33, 1.5f);
+  // Write the new tokens' K/V like the runner does (positions 5..25 of seq 0, 9 of seq 1).
+  std::vector<int32_t> slots;
+  for (int p = 5; p < 26; ++p) slots.push_back(table0[size_t(p / bs)] * bs + p % bs);
+  slots.push_back(table1[9 / bs] * bs + 9 % bs);
+  be->kv_write(qkv, make_ids({22}, slots), H, KV, D, cache);
+  std::vector<int32_t> flat(table0);
+  flat.insert(flat.end(), table1.begin(), table1.end());
+  flat.insert(flat.end(), 4, 0);  // pad seq 1's row to width 7
+  PagedAttentionBatch batch{make_ids({3}, {0, 21, 22}), make_ids({2}, {26, 10}), make_ids({2, 7}, {}), 2, 21, 26};
+  std::copy(table0.begin(), table0.end(), batch.block_table.ptr<int32_t>());
+  std::copy(table1.begin(), table1.end(), batch.block_table.ptr<int32_t>() + 7);
+  std::fill_n(batch.block_table.ptr<int32_t>() + 10, 4, 0);
+  Tensor out = be->alloc(DType::F32, {22, H * D});
+  be->paged_attention(qkv, batch, cache, H, KV, D, out);
+  std::vector<double> want;
+  for (int t = 0; t < 22; ++t) {
+    const bool first = t < 21;
+    const int pos = first ? 5 + t : 9;
+    const auto& table = first ? table0 : table1;
+    for (int h = 0; h < H; ++h) {
+      std::vector<const float*> keys, values;
+      for (int p = 0; p <= pos; ++p) {
+        const int64_t row = (int64_t(table[size_t(p / bs)]) * bs + p % bs) * KV + h / (H / KV);
+        keys.push_back(cache.k.ptr<float>() + row * D);
+        values.push_back(cache.v.ptr<float>() + row * D);
+      }
+      for (double v : naive_attention_row(qkv.ptr<float>() + t * W + h * D, keys, values, D)) want.push_back(v);
+    }
+  }
+  expect_near_all(values(out), want, 1e-5);
 }
 
 TEST_F(CpuOps, RopeRotatesHalves) {
