@@ -1,6 +1,7 @@
 // InternVLRunner: the ModelRunner of every InternVL checkpoint, on any Backend. At construction it uploads the
 // weights (one pass), allocates the paged KV pool, the vision-embedding pool and every activation workspace;
-// encode_images() and step() allocate no device memory afterwards (host vectors only).
+// encode_images() and step() allocate no device memory afterwards (host vectors only). Not thread-safe: one
+// thread drives a runner.
 #pragma once
 #include <cstddef>
 #include <memory>
