@@ -97,7 +97,7 @@ void Scheduler::add(PreparedRequest request) {
     seq->stop_matcher.emplace(seq->params.stop);
   }
   seq->submitted = request.submitted;
-  compute_block_hashes(*seq);
+  if (blocks_.prefix_cache()) compute_block_hashes(*seq);
   waiting_.push_back(std::move(seq));
 }
 

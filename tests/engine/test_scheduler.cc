@@ -347,3 +347,25 @@ TEST(Scheduler, ManyImagesUnderATightVisionPool) {
   for (const auto& e : h.runner.encodes) EXPECT_LE(e.tiles, 4);
   EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
 }
+
+TEST(Scheduler, PrefixMatchEndingInsideAnImageFeedsTheRestOfItsRows) {
+  SchedulerConfig sc;
+  sc.vision_cache_tiles = 1;  // the 2-tile image is released as soon as it is unpinned: it must be re-encoded
+  Harness h({}, sc);
+  // Image rows at [3, 11); block 2 = [8, 12) holds image rows 5..7 and the first tail token, which differs.
+  const PromptSpec first{text(3), {{8.0f, 2}}, {100, 101, 102, 103, 104}};
+  const PromptSpec second{text(3), {{8.0f, 2}}, {200, 201, 202, 203, 204}};
+  h.scheduler.add(make_request(1, first));
+  h.run();
+  h.scheduler.add(make_request(2, second));
+  h.run();
+  EXPECT_EQ(h.scheduler.counters().prefix_cache_hit_tokens, 8);
+  ASSERT_EQ(h.runner.encodes.size(), 2u);
+  const SeqChunk& resumed = h.runner.steps.back().chunks.at(0);
+  EXPECT_EQ(resumed.start_pos, 8);
+  ASSERT_EQ(resumed.vision.size(), 1u);
+  EXPECT_EQ(resumed.vision[0].row_begin, 5);
+  EXPECT_EQ(resumed.vision[0].rows, 3);
+  EXPECT_EQ(h.tokens[2], alone(second, 1));
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
+}
