@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/error.h"
 #include "tokenizer/chat_template.h"
@@ -118,4 +120,34 @@ TEST(ChatTemplate, Hermes2WithQwen2) {
   // Ends with <|im_end|> <|im_start|> "assistant" "\n".
   const std::vector<int32_t> tail(prompt.ids.end() - 4, prompt.ids.end());
   EXPECT_EQ(tail, (std::vector<int32_t>{151645, 151644, 77091, 198}));
+}
+
+// The whole prompt string as InternVL's chat() makes it, tokenized by Hugging Face `tokenizers` with the image
+// tokens added (golden file from gen_chat_golden.py): building by parts must give the same ids.
+TEST(ChatTemplate, Hermes2MatchesHuggingFaceOnTheWholePrompt) {
+  const std::string dir = test::shared_dir() + "/data/tokenizers/qwen2";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no ../shared";
+  const auto tokenizer = load_tokenizer(dir);
+  ModelDesc desc;
+  desc.chat_template = ChatTemplateKind::Hermes2;
+  desc.bos_id = -1;
+  desc.img_start_id = 151646;  // InternVL2-1B's added tokens
+  desc.img_end_id = 151647;
+  desc.image_token_id = 151648;
+  std::istringstream golden(test::slurp(std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/chat_hermes2_qwen2.txt"));
+  std::string comment, question_json, tiles_line, ids_line;
+  std::getline(golden, comment);
+  int cases = 0;
+  while (std::getline(golden, question_json) && std::getline(golden, tiles_line) && std::getline(golden, ids_line)) {
+    const std::string question = nlohmann::json::parse(question_json).get<std::string>();
+    std::vector<int> tiles;
+    std::istringstream tiles_in(tiles_line);
+    for (int t; tiles_in >> t;) tiles.push_back(t);
+    std::vector<int32_t> expected;
+    std::istringstream ids_in(ids_line);
+    for (int32_t id; ids_in >> id;) expected.push_back(id);
+    EXPECT_EQ(build_chat_prompt(desc, *tokenizer, "", question, tiles).ids, expected) << question;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
 }
