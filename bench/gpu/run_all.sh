@@ -123,7 +123,7 @@ if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
 fi
 # fovea bench on the same images: Fovea's own stage times (ViT ms per tile, preprocessing ms per image).
 step fovea_bench 120 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images" --backend $backend \
-  --json "$WORK/bench_fovea.json" --svg "$WORK/bench_fovea.svg" ${FOVEA_BENCH_ARGS:-}
+  --count 96 --json "$WORK/bench_fovea.json" --svg "$WORK/bench_fovea.svg" ${FOVEA_BENCH_ARGS:-}
 if [ -n "${FOVEA_GPU_TESTS:-}" ]; then
   step gpu_tests 120 python3 $here/gpu_tests.py --out "$WORK/gpu_tests.json" --timeout 90 $FOVEA_GPU_TESTS
 fi
