@@ -1,6 +1,8 @@
 #include "tokenizer/byte_level_bpe.h"
 
 #include <algorithm>
+#include <functional>
+#include <queue>
 
 #include "core/error.h"
 #include "tokenizer/qwen2_pretokenizer.h"
@@ -87,9 +89,12 @@ const ByteLevelBpe::Merge* ByteLevelBpe::find_merge(int32_t left, int32_t right)
   return it == merges_.end() ? nullptr : &it->second;
 }
 
-// Merges the adjacent pair of lowest rank, leftmost first, until none applies. Pieces are short (a word), so a
-// linear scan per merge beats a heap; long pieces (a run of letters) stay O(n^2) only in their length.
+// Merges the adjacent pair of lowest rank, leftmost first, until none applies. Pieces are usually a word, where
+// a linear scan per merge beats a heap; long ones (a run of letters or symbols) go to the heap version so that
+// hostile input cannot make encoding quadratic.
 void ByteLevelBpe::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  constexpr size_t kLongPiece = 64;
+  if (bytes.size() > kLongPiece) return encode_long_piece(bytes, out);
   std::vector<int32_t> symbols(bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) symbols[i] = byte_ids_[static_cast<unsigned char>(bytes[i])];
   std::vector<const Merge*> pair_merges(symbols.size());  // pair_merges[i]: merge of symbols[i], symbols[i+1]
@@ -106,6 +111,44 @@ void ByteLevelBpe::encode_piece(std::string_view bytes, std::vector<int32_t>& ou
     if (best > 0) pair_merges[best - 1] = find_merge(symbols[best - 1], symbols[best]);
   }
   out.insert(out.end(), symbols.begin(), symbols.end());
+}
+
+// The same merge order with a priority queue over a linked list of symbols: (rank, position) is the order of
+// the scan above, and a queued pair is skipped when either side has changed since it was queued.
+void ByteLevelBpe::encode_long_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+  struct Symbol {
+    int32_t id, prev, next;
+  };
+  struct Candidate {
+    int32_t rank, left, left_id, right_id;
+    bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  const auto n = int32_t(bytes.size());
+  std::vector<Symbol> symbols(bytes.size());
+  for (int32_t i = 0; i < n; ++i)
+    symbols[i] = {byte_ids_[static_cast<unsigned char>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
+  const auto consider = [&](int32_t left) {
+    if (left < 0 || symbols[left].next < 0) return;
+    const Symbol& l = symbols[left];
+    const Symbol& r = symbols[l.next];
+    if (const Merge* merge = find_merge(l.id, r.id)) queue.push({merge->rank, left, l.id, r.id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) consider(i);
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.left];
+    if (left.id != top.left_id || left.next < 0 || symbols[left.next].id != top.right_id) continue;  // stale
+    const int32_t right = left.next;
+    left.id = find_merge(top.left_id, top.right_id)->merged_id;
+    left.next = symbols[right].next;
+    if (left.next >= 0) symbols[left.next].prev = top.left;
+    symbols[right].id = -1;  // removed
+    consider(left.prev);
+    consider(top.left);
+  }
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) out.push_back(symbols[i].id);
 }
 
 void ByteLevelBpe::encode_plain(std::string_view raw, std::vector<int32_t>& out) const {

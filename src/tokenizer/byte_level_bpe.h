@@ -38,6 +38,7 @@ class ByteLevelBpe final : public Tokenizer {
   };
   void encode_plain(std::string_view text, std::vector<int32_t>& out) const;
   void encode_piece(std::string_view bytes, std::vector<int32_t>& out) const;
+  void encode_long_piece(std::string_view bytes, std::vector<int32_t>& out) const;
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   std::unordered_map<std::string, int32_t> vocab_;

@@ -51,6 +51,16 @@ def random_texts(count, seed):
     return texts
 
 
+def long_pieces(seed):
+    """Single pre-tokenizer pieces longer than 64 bytes (the encoder's heap path): letter and symbol runs."""
+    rng = random.Random(seed)
+    words = ['bunk', 'bed', 'room', 'window', 'Table', 'the', 'ing', 'tion', 'ſ', 'é', 'ß', 'Привет', '床', '图中']
+    texts = [''.join(rng.choice(words) for _ in range(rng.randint(20, 80))) for _ in range(6)]
+    texts += [''.join(rng.choice('!?.,;:-=+*#@$%^&()[]{}<>/|~') for _ in range(rng.randint(70, 200))) for _ in range(3)]
+    texts.append(' ' + 'a' * 300)
+    return texts
+
+
 def qwen2_reference():
     d = os.path.join(SHARED, 'qwen2')
     vocab = json.load(open(os.path.join(d, 'vocab.json'), encoding='utf-8'))
@@ -90,7 +100,7 @@ def write(name, texts, ids):
 
 def main():
     qwen2 = qwen2_reference()
-    texts = random_texts(400, seed=1)
+    texts = random_texts(400, seed=1) + long_pieces(seed=3)
     write('qwen2_fuzz', texts, [qwen2.encode(t).ids for t in texts])
     internlm2 = internlm2_reference()
     texts = random_texts(400, seed=2)

@@ -76,7 +76,7 @@ TEST(ByteLevelBpe, Qwen2FuzzAgainstHuggingFace) {
   if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
   const std::string dir = std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/";
   const auto cases = test::read_vectors(dir + "qwen2_fuzz.inp", dir + "qwen2_fuzz.out");
-  ASSERT_EQ(cases.size(), 400u);
+  ASSERT_EQ(cases.size(), 410u);  // the last 10 are single pieces over 64 bytes (the heap merge path)
   for (const auto& c : cases) EXPECT_EQ(ids_str(qwen2().encode(c.text)), ids_str(c.ids)) << "text: [" << c.text << "]";
 }
 
