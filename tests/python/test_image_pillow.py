@@ -29,9 +29,7 @@ FOVEA = os.environ.get("FOVEA_BIN", os.path.join(ROOT, "build", "fovea"))
 TOOL = os.path.join(os.path.dirname(FOVEA), "fovea_image_tool")
 SUPPORTED = {"JPEG", "PNG", "WEBP", "BMP", "GIF", "MPO", "DIB"}
 # Images Pillow decodes that Fovea refuses, each for a stated reason (kept short and explicit).
-KNOWN_REFUSED = {
-    "issue_2811.gif": "LZW minimum code size 11 (> 8, invalid); giflib refuses it, Pillow accepts it",
-}
+KNOWN_REFUSED = {}
 
 needs_fovea = pytest.mark.skipif(not os.path.exists(FOVEA), reason=f"no fovea binary at {FOVEA}")
 needs_tool = pytest.mark.skipif(not os.path.exists(TOOL), reason=f"no fovea_image_tool at {TOOL}")
