@@ -87,19 +87,22 @@ ByteLevelBpeSpec read_tokenizer_json(const std::string& path) {
   try {
     const json& model = doc.at("model");
     FOVEA_CHECK(model.value("type", "BPE") == "BPE", path, ": model type is not BPE");
-    FOVEA_CHECK(!model.value("byte_fallback", false), path, ": BPE with byte_fallback is SentencePiece-style, "
+    FOVEA_CHECK(!model.value("byte_fallback", false), path,
+                ": BPE with byte_fallback is SentencePiece-style, "
                 "not byte-level (use tokenizer.model)");
     FOVEA_CHECK(!model.value("ignore_merges", false), path, ": ignore_merges is not supported");
     spec.nfc = check_normalizer(doc.value("normalizer", json()), path);
     check_pre_tokenizer(doc.at("pre_tokenizer"), path);
     spec.vocab = read_vocab(model.at("vocab"), path);
     for (const json& rule : model.at("merges")) {
-      if (rule.is_string()) spec.merges.push_back(split_merge_line(rule.get<std::string>(), path));
-      else spec.merges.emplace_back(rule.at(0).get<std::string>(), rule.at(1).get<std::string>());
+      if (rule.is_string())
+        spec.merges.push_back(split_merge_line(rule.get<std::string>(), path));
+      else
+        spec.merges.emplace_back(rule.at(0).get<std::string>(), rule.at(1).get<std::string>());
     }
     for (const json& token : doc.value("added_tokens", json::array()))
-      spec.added.push_back({token.at("content").get<std::string>(), token.at("id").get<int32_t>(),
-                            token.value("special", true)});
+      spec.added.push_back(
+          {token.at("content").get<std::string>(), token.at("id").get<int32_t>(), token.value("special", true)});
   } catch (const json::exception& e) {
     FOVEA_FAIL(path, ": ", e.what());
   }

@@ -45,8 +45,10 @@ std::string alphabet_to_bytes(std::string_view piece) {
   for (size_t pos = 0; pos < piece.size();) {
     size_t length = 0;
     const char32_t cp = utf8::decode(piece, pos, length);
-    if (cp < kAlphabetEnd && inverse[cp] >= 0) out += char(inverse[cp]);
-    else out.append(piece.substr(pos, length));
+    if (cp < kAlphabetEnd && inverse[cp] >= 0)
+      out += char(inverse[cp]);
+    else
+      out.append(piece.substr(pos, length));
     pos += length;
   }
   return out;
@@ -76,8 +78,8 @@ ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)
     const auto& [left, right] = spec.merges[rank];
     merged.assign(left).append(right);
     const auto l = vocab_.find(left), r = vocab_.find(right), m = vocab_.find(merged);
-    FOVEA_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "merges: rule ", rank + 1, " '", left,
-                " ", right, "' names a piece missing from the vocab");
+    FOVEA_CHECK(l != vocab_.end() && r != vocab_.end() && m != vocab_.end(), "merges: rule ", rank + 1, " '", left, " ",
+                right, "' names a piece missing from the vocab");
     merges_.emplace(pair_key(l->second, r->second), Merge{int32_t(rank), m->second});  // first rule wins
   }
   for (AddedToken& token : spec.added) added_.add(std::move(token));

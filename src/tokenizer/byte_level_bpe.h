@@ -42,8 +42,8 @@ class ByteLevelBpe final : public Tokenizer {
   const Merge* find_merge(int32_t left, int32_t right) const;
 
   std::unordered_map<std::string, int32_t> vocab_;
-  std::vector<std::string> id_to_piece_;  // byte-alphabet text of each vocab id ("" for gaps)
-  std::vector<std::string> id_to_bytes_;  // the raw bytes each vocab id stands for
+  std::vector<std::string> id_to_piece_;        // byte-alphabet text of each vocab id ("" for gaps)
+  std::vector<std::string> id_to_bytes_;        // the raw bytes each vocab id stands for
   std::unordered_map<uint64_t, Merge> merges_;  // key: (left id << 32) | right id
   std::array<int32_t, 256> byte_ids_{};
   AddedTokens added_;

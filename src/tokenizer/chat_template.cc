@@ -69,8 +69,8 @@ PromptIds build_chat_prompt(const ModelDesc& desc, const Tokenizer& tokenizer, c
   const int32_t im_end = required_token(tokenizer, "<|im_end|>");
   const int32_t known_context = tokenizer.token_id("<IMG_CONTEXT>");
   FOVEA_CHECK(image_tiles.empty() || known_context < 0 || known_context == desc.image_token_id,
-              "config image token id ", desc.image_token_id, " is not the tokenizer's <IMG_CONTEXT> (",
-              known_context, ")");
+              "config image token id ", desc.image_token_id, " is not the tokenizer's <IMG_CONTEXT> (", known_context,
+              ")");
   const std::string after_end = desc.chat_template == ChatTemplateKind::InternVL2_5 ? "\n" : "";
   const int tokens_per_tile = desc.vision.tokens_per_tile();
 

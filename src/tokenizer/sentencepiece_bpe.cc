@@ -23,9 +23,12 @@ int parse_byte_piece(const std::string& text) {
   for (int i = 3; i < 5; ++i) {
     const char c = text[i];
     value *= 16;
-    if (c >= '0' && c <= '9') value += c - '0';
-    else if (c >= 'A' && c <= 'F') value += c - 'A' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      value += c - '0';
+    else if (c >= 'A' && c <= 'F')
+      value += c - 'A' + 10;
+    else
+      return -1;
   }
   return value;
 }
@@ -55,8 +58,8 @@ SentencePieceBpe::SentencePieceBpe(SpModelProto model, const std::vector<AddedTo
     : model_(std::move(model)) {
   FOVEA_CHECK(model_.model_type == SpModelType::Bpe, "tokenizer.model: only BPE models are supported (model_type ",
               int(model_.model_type), ")");
-  FOVEA_CHECK(model_.normalizer.precompiled_charsmap.empty(),
-              "tokenizer.model: normalizer '", model_.normalizer.name, "' with a character map is not supported");
+  FOVEA_CHECK(model_.normalizer.precompiled_charsmap.empty(), "tokenizer.model: normalizer '", model_.normalizer.name,
+              "' with a character map is not supported");
   FOVEA_CHECK(!model_.treat_whitespace_as_suffix, "tokenizer.model: treat_whitespace_as_suffix is not supported");
   byte_piece_ids_.fill(-1);
   unk_id_ = -1;
@@ -128,8 +131,10 @@ std::string SentencePieceBpe::normalize(std::string_view raw) const {
     }
     const char c = input[i];
     if (c == ' ' && spec.remove_extra_whitespaces && i > 0 && input[i - 1] == ' ') continue;
-    if (c == ' ' && spec.escape_whitespaces) out += kSpaceSymbol;
-    else out += c;
+    if (c == ' ' && spec.escape_whitespaces)
+      out += kSpaceSymbol;
+    else
+      out += c;
   }
   return out;
 }

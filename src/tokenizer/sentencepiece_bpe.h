@@ -47,8 +47,8 @@ class SentencePieceBpe final : public Tokenizer {
   int32_t normal_piece_id(std::string_view piece) const;  // -1 when absent
 
   SpModelProto model_;
-  std::unordered_map<std::string_view, int32_t> piece_ids_;     // normal, user-defined and unused pieces
-  std::unordered_map<std::string_view, int32_t> reserved_ids_;  // control, unknown and byte pieces
+  std::unordered_map<std::string_view, int32_t> piece_ids_;                    // normal, user-defined and unused pieces
+  std::unordered_map<std::string_view, int32_t> reserved_ids_;                 // control, unknown and byte pieces
   std::array<std::vector<std::string_view>, 256> user_defined_by_first_byte_;  // longest first
   std::array<int32_t, 256> byte_piece_ids_{};
   std::vector<int16_t> byte_of_piece_;  // the byte a <0xXX> piece stands for, -1 for other pieces

@@ -10,11 +10,25 @@ namespace {
 
 // Field numbers from sentencepiece_model.proto.
 enum : uint32_t {
-  kModelPieces = 1, kModelTrainerSpec = 2, kModelNormalizerSpec = 3,
-  kPieceText = 1, kPieceScore = 2, kPieceType = 3,
-  kTrainerModelType = 3, kTrainerVocabSize = 4, kTrainerWhitespaceSuffix = 24, kTrainerByteFallback = 35,
-  kTrainerUnkId = 40, kTrainerBosId = 41, kTrainerEosId = 42, kTrainerPadId = 43,
-  kNormName = 1, kNormCharsmap = 2, kNormDummyPrefix = 3, kNormRemoveExtraSpaces = 4, kNormEscapeSpaces = 5,
+  kModelPieces = 1,
+  kModelTrainerSpec = 2,
+  kModelNormalizerSpec = 3,
+  kPieceText = 1,
+  kPieceScore = 2,
+  kPieceType = 3,
+  kTrainerModelType = 3,
+  kTrainerVocabSize = 4,
+  kTrainerWhitespaceSuffix = 24,
+  kTrainerByteFallback = 35,
+  kTrainerUnkId = 40,
+  kTrainerBosId = 41,
+  kTrainerEosId = 42,
+  kTrainerPadId = 43,
+  kNormName = 1,
+  kNormCharsmap = 2,
+  kNormDummyPrefix = 3,
+  kNormRemoveExtraSpaces = 4,
+  kNormEscapeSpaces = 5,
 };
 enum WireType : uint32_t { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5 };
 
@@ -49,11 +63,20 @@ class WireReader {
   }
   void skip(WireType type) {
     switch (type) {
-      case kVarint: varint(); return;
-      case kFixed64: advance(8); return;
-      case kLengthDelimited: bytes(); return;
-      case kFixed32: advance(4); return;
-      default: FOVEA_FAIL("tokenizer.model: unsupported wire type ", int(type));
+      case kVarint:
+        varint();
+        return;
+      case kFixed64:
+        advance(8);
+        return;
+      case kLengthDelimited:
+        bytes();
+        return;
+      case kFixed32:
+        advance(4);
+        return;
+      default:
+        FOVEA_FAIL("tokenizer.model: unsupported wire type ", int(type));
     }
   }
 
@@ -81,10 +104,14 @@ int32_t as_int32(uint64_t v) { return static_cast<int32_t>(static_cast<uint32_t>
 SpPiece parse_piece(std::string_view message) {
   SpPiece piece;
   for_each_field(message, [&](uint32_t field, WireType type, WireReader& r) {
-    if (field == kPieceText && type == kLengthDelimited) piece.text = std::string(r.bytes());
-    else if (field == kPieceScore && type == kFixed32) piece.score = r.fixed32_float();
-    else if (field == kPieceType && type == kVarint) piece.type = SpPieceType(as_int32(r.varint()));
-    else r.skip(type);
+    if (field == kPieceText && type == kLengthDelimited)
+      piece.text = std::string(r.bytes());
+    else if (field == kPieceScore && type == kFixed32)
+      piece.score = r.fixed32_float();
+    else if (field == kPieceType && type == kVarint)
+      piece.type = SpPieceType(as_int32(r.varint()));
+    else
+      r.skip(type);
   });
   return piece;
 }
@@ -94,27 +121,50 @@ void parse_trainer_spec(std::string_view message, SpModelProto& model) {
     if (type != kVarint) return r.skip(type);
     const uint64_t v = r.varint();
     switch (field) {
-      case kTrainerModelType: model.model_type = SpModelType(as_int32(v)); break;
-      case kTrainerVocabSize: model.vocab_size = as_int32(v); break;
-      case kTrainerWhitespaceSuffix: model.treat_whitespace_as_suffix = v != 0; break;
-      case kTrainerByteFallback: model.byte_fallback = v != 0; break;
-      case kTrainerUnkId: model.unk_id = as_int32(v); break;
-      case kTrainerBosId: model.bos_id = as_int32(v); break;
-      case kTrainerEosId: model.eos_id = as_int32(v); break;
-      case kTrainerPadId: model.pad_id = as_int32(v); break;
-      default: break;
+      case kTrainerModelType:
+        model.model_type = SpModelType(as_int32(v));
+        break;
+      case kTrainerVocabSize:
+        model.vocab_size = as_int32(v);
+        break;
+      case kTrainerWhitespaceSuffix:
+        model.treat_whitespace_as_suffix = v != 0;
+        break;
+      case kTrainerByteFallback:
+        model.byte_fallback = v != 0;
+        break;
+      case kTrainerUnkId:
+        model.unk_id = as_int32(v);
+        break;
+      case kTrainerBosId:
+        model.bos_id = as_int32(v);
+        break;
+      case kTrainerEosId:
+        model.eos_id = as_int32(v);
+        break;
+      case kTrainerPadId:
+        model.pad_id = as_int32(v);
+        break;
+      default:
+        break;
     }
   });
 }
 
 void parse_normalizer_spec(std::string_view message, SpNormalizerSpec& spec) {
   for_each_field(message, [&](uint32_t field, WireType type, WireReader& r) {
-    if (field == kNormName && type == kLengthDelimited) spec.name = std::string(r.bytes());
-    else if (field == kNormCharsmap && type == kLengthDelimited) spec.precompiled_charsmap = std::string(r.bytes());
-    else if (field == kNormDummyPrefix && type == kVarint) spec.add_dummy_prefix = r.varint() != 0;
-    else if (field == kNormRemoveExtraSpaces && type == kVarint) spec.remove_extra_whitespaces = r.varint() != 0;
-    else if (field == kNormEscapeSpaces && type == kVarint) spec.escape_whitespaces = r.varint() != 0;
-    else r.skip(type);
+    if (field == kNormName && type == kLengthDelimited)
+      spec.name = std::string(r.bytes());
+    else if (field == kNormCharsmap && type == kLengthDelimited)
+      spec.precompiled_charsmap = std::string(r.bytes());
+    else if (field == kNormDummyPrefix && type == kVarint)
+      spec.add_dummy_prefix = r.varint() != 0;
+    else if (field == kNormRemoveExtraSpaces && type == kVarint)
+      spec.remove_extra_whitespaces = r.varint() != 0;
+    else if (field == kNormEscapeSpaces && type == kVarint)
+      spec.escape_whitespaces = r.varint() != 0;
+    else
+      r.skip(type);
   });
 }
 
@@ -152,9 +202,12 @@ SpModelProto parse_sp_model(const std::string& bytes) {
   for_each_field(bytes, [&](uint32_t field, WireType type, WireReader& r) {
     if (type != kLengthDelimited) return r.skip(type);
     const std::string_view value = r.bytes();
-    if (field == kModelPieces) model.pieces.push_back(parse_piece(value));
-    else if (field == kModelTrainerSpec) parse_trainer_spec(value, model);
-    else if (field == kModelNormalizerSpec) parse_normalizer_spec(value, model.normalizer);
+    if (field == kModelPieces)
+      model.pieces.push_back(parse_piece(value));
+    else if (field == kModelTrainerSpec)
+      parse_trainer_spec(value, model);
+    else if (field == kModelNormalizerSpec)
+      parse_normalizer_spec(value, model.normalizer);
   });
   return model;
 }

@@ -7,9 +7,10 @@ namespace fovea {
 StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
     : tokenizer_(tokenizer), skip_special_(skip_special) {}
 
-// Decodes everything seen so far and emits the new bytes up to the last complete character. Decoding the whole
-// prefix (rather than id by id) keeps decoder rules that look at neighbours, like SentencePiece's dummy-prefix
-// removal, exactly as in a one-shot decode.
+// Decodes the ids kept so far and emits the new bytes up to the last complete character. The first id of the
+// stream (up to the first that gives text) is always kept in front, so a decoder rule that depends on it
+// (SentencePiece's dummy-prefix removal) acts as in a one-shot decode; the ids after it are dropped once fully emitted
+// (decoding is a concatenation after the first piece), which keeps each push O(1) instead of O(stream length).
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
   const std::string bytes = tokenizer_.decode_bytes(ids_, skip_special_);
@@ -18,6 +19,15 @@ std::string StreamDecoder::push(int32_t id) {
   if (complete <= emitted_bytes_) return {};
   std::string out = utf8::sanitize(std::string_view(bytes).substr(emitted_bytes_, complete - emitted_bytes_));
   emitted_bytes_ = complete;
+  if (complete == bytes.size() && ids_.size() > 1) {
+    // Keep the ids up to the first one that produced text: that is where "start of text" rules stop applying.
+    size_t keep = 1;
+    std::string kept = tokenizer_.decode_bytes({ids_.front()}, skip_special_);
+    while (kept.empty() && keep < ids_.size())
+      kept = tokenizer_.decode_bytes({ids_.begin(), ids_.begin() + ++keep}, skip_special_);
+    ids_.erase(ids_.begin() + std::ptrdiff_t(keep), ids_.end());
+    emitted_bytes_ = kept.size();
+  }
   return out;
 }
 

@@ -17,11 +17,16 @@ size_t lead_length(unsigned char byte) {
 // The allowed range of the second byte, which is where overlongs, surrogates and > U+10FFFF are excluded.
 bool second_byte_ok(unsigned char lead, unsigned char second) {
   switch (lead) {
-    case 0xE0: return second >= 0xA0 && second <= 0xBF;
-    case 0xED: return second >= 0x80 && second <= 0x9F;
-    case 0xF0: return second >= 0x90 && second <= 0xBF;
-    case 0xF4: return second >= 0x80 && second <= 0x8F;
-    default: return is_continuation(second);
+    case 0xE0:
+      return second >= 0xA0 && second <= 0xBF;
+    case 0xED:
+      return second >= 0x80 && second <= 0x9F;
+    case 0xF0:
+      return second >= 0x90 && second <= 0xBF;
+    case 0xF4:
+      return second >= 0x80 && second <= 0x8F;
+    default:
+      return is_continuation(second);
   }
 }
 
@@ -45,9 +50,12 @@ char32_t decode(std::string_view text, size_t pos, size_t& length) {
   }
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[pos + i]); };
   switch (length) {
-    case 1: return byte(0);
-    case 2: return (char32_t(byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
-    case 3: return (char32_t(byte(0) & 0x0F) << 12) | (char32_t(byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+    case 1:
+      return byte(0);
+    case 2:
+      return (char32_t(byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+    case 3:
+      return (char32_t(byte(0) & 0x0F) << 12) | (char32_t(byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
     default:
       return (char32_t(byte(0) & 0x07) << 18) | (char32_t(byte(1) & 0x3F) << 12) | (char32_t(byte(2) & 0x3F) << 6) |
              (byte(3) & 0x3F);

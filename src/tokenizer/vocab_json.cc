@@ -34,8 +34,8 @@ class VocabParser {
 
  private:
   char peek() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' ||
-                                   text_[pos_] == '\t'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\r' || text_[pos_] == '\t'))
       ++pos_;
     return pos_ < text_.size() ? text_[pos_] : '\0';
   }
@@ -49,10 +49,14 @@ class VocabParser {
     for (int i = 0; i < 4; ++i) {
       const char c = text_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= uint32_t(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= uint32_t(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= uint32_t(c - 'A' + 10);
-      else FOVEA_FAIL(where_, ": bad \\u escape at byte ", pos_ - 1);
+      if (c >= '0' && c <= '9')
+        v |= uint32_t(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= uint32_t(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= uint32_t(c - 'A' + 10);
+      else
+        FOVEA_FAIL(where_, ": bad \\u escape at byte ", pos_ - 1);
     }
     return v;
   }
@@ -60,14 +64,30 @@ class VocabParser {
     FOVEA_CHECK(pos_ < text_.size(), where_, ": truncated escape");
     const char c = text_[pos_++];
     switch (c) {
-      case '"': case '\\': case '/': out += c; return;
-      case 'b': out += '\b'; return;
-      case 'f': out += '\f'; return;
-      case 'n': out += '\n'; return;
-      case 'r': out += '\r'; return;
-      case 't': out += '\t'; return;
-      case 'u': break;
-      default: FOVEA_FAIL(where_, ": bad escape \\", c);
+      case '"':
+      case '\\':
+      case '/':
+        out += c;
+        return;
+      case 'b':
+        out += '\b';
+        return;
+      case 'f':
+        out += '\f';
+        return;
+      case 'n':
+        out += '\n';
+        return;
+      case 'r':
+        out += '\r';
+        return;
+      case 't':
+        out += '\t';
+        return;
+      case 'u':
+        break;
+      default:
+        FOVEA_FAIL(where_, ": bad escape \\", c);
     }
     uint32_t cp = hex4();
     if (cp >= 0xD800 && cp <= 0xDBFF && text_.substr(pos_, 2) == "\\u") {  // a surrogate pair
@@ -86,8 +106,10 @@ class VocabParser {
       FOVEA_CHECK(pos_ < text_.size(), where_, ": unterminated string");
       const char c = text_[pos_++];
       if (c == '"') return out;
-      if (c == '\\') escape(out);
-      else out += c;
+      if (c == '\\')
+        escape(out);
+      else
+        out += c;
     }
   }
   int32_t integer() {

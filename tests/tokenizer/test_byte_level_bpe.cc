@@ -64,7 +64,10 @@ TEST(ByteLevelBpe, Qwen2InvalidUtf8AndEmpty) {
   if (!std::filesystem::exists(kQwen2Dir)) GTEST_SKIP() << "no ../shared";
   EXPECT_TRUE(qwen2().encode("").empty());
   EXPECT_EQ(qwen2().decode({}), "");
-  EXPECT_EQ(qwen2().encode("a\xFF" "b"), qwen2().encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(qwen2().encode("a\xFF"
+                           "b"),
+            qwen2().encode("a\xEF\xBF\xBD"
+                           "b"));
   // A lone byte token (the first byte of "中") decodes to U+FFFD, the whole sequence to the character.
   const auto ids = qwen2().encode("\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");
   EXPECT_EQ(qwen2().decode(ids), "\xE4\xB8\xAD\xE4\xB8\xAD\xE4\xB8\xAD\xF0\x9F\x98\x80");

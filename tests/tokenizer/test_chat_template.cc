@@ -78,15 +78,14 @@ TEST(ChatTemplate, InternVL2_5PutsNewlinesAfterImEndAndHasItsOwnSystem) {
 
 TEST(ChatTemplate, UserTextIsNeverParsedForSpecials) {
   const Demo d = demo(ChatTemplateKind::InternLM2Chat);
-  const PromptIds prompt =
-      build_chat_prompt(d.desc, *d.tokenizer, "", "<|im_end|><img><IMG_CONTEXT>", {1, 3});
+  const PromptIds prompt = build_chat_prompt(d.desc, *d.tokenizer, "", "<|im_end|><img><IMG_CONTEXT>", {1, 3});
   int im_end = 0, context = 0;
   for (int32_t id : prompt.ids) {
     im_end += id == d.ids.im_end;
     context += id == d.ids.img_context;
   }
-  EXPECT_EQ(im_end, 2);           // the template's two, not the user's
-  EXPECT_EQ(context, 256 * 4);    // the images' only
+  EXPECT_EQ(im_end, 2);         // the template's two, not the user's
+  EXPECT_EQ(context, 256 * 4);  // the images' only
   ASSERT_EQ(prompt.image_spans.size(), 2u);
   EXPECT_EQ(prompt.image_spans[0].second, 256);
   EXPECT_EQ(prompt.image_spans[1].second, 768);
@@ -134,7 +133,8 @@ TEST(ChatTemplate, Hermes2MatchesHuggingFaceOnTheWholePrompt) {
   desc.img_start_id = 151646;  // InternVL2-1B's added tokens
   desc.img_end_id = 151647;
   desc.image_token_id = 151648;
-  std::istringstream golden(test::slurp(std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/chat_hermes2_qwen2.txt"));
+  std::istringstream golden(
+      test::slurp(std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/chat_hermes2_qwen2.txt"));
   std::string comment, question_json, tiles_line, ids_line;
   std::getline(golden, comment);
   int cases = 0;

@@ -59,7 +59,10 @@ TEST(SentencePieceBpe, InvalidUtf8BecomesReplacementCharacters) {
   if (!std::filesystem::exists(kInternlm2Model)) GTEST_SKIP() << "no ../shared";
   const auto tokenizer = load_tokenizer(kInternlm2Model);
   // Each bad byte stands for U+FFFD, exactly as libsentencepiece's normaliser does.
-  EXPECT_EQ(tokenizer->encode("a\xFF" "b"), tokenizer->encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(tokenizer->encode("a\xFF"
+                              "b"),
+            tokenizer->encode("a\xEF\xBF\xBD"
+                              "b"));
   EXPECT_EQ(tokenizer->encode("\xE4\xB8"), tokenizer->encode("\xEF\xBF\xBD\xEF\xBF\xBD"));
   EXPECT_EQ(tokenizer->decode(tokenizer->encode("x\xC0y")), "x\xEF\xBF\xBDy");
   EXPECT_TRUE(tokenizer->encode("").empty());
@@ -72,13 +75,12 @@ TEST(SentencePieceBpe, RejectsBrokenFiles) {
   const std::string path = dir + "/broken.model";
   {
     std::ofstream f(path, std::ios::binary);
-    f << "\x0a\x7f" << "abc";  // a pieces field claiming 127 bytes, holding 3
+    f << "\x0a\x7f"
+      << "abc";  // a pieces field claiming 127 bytes, holding 3
   }
   EXPECT_THROW(load_tokenizer(path), Error);
   EXPECT_THROW(load_tokenizer(dir + "/missing.model"), Error);
-  {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  }
+  { std::ofstream f(path, std::ios::binary | std::ios::trunc); }
   EXPECT_THROW(load_tokenizer(path), Error);  // empty: no pieces
 }
 

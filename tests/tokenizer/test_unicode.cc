@@ -18,7 +18,7 @@ TEST(Unicode, Classes) {
 
 TEST(Unicode, Nfc) {
   EXPECT_EQ(unicode::nfc("plain ascii"), "plain ascii");
-  EXPECT_EQ(unicode::nfc("e\xCC\x81"), "\xC3\xA9");                              // e + acute -> é
+  EXPECT_EQ(unicode::nfc("e\xCC\x81"), "\xC3\xA9");                                 // e + acute -> é
   EXPECT_EQ(unicode::nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8"), "\xEA\xB0\x81");  // jamo -> 각
   // a + dot below (ccc 220) + dot above (ccc 230) in the wrong order: reordered, then composed.
   EXPECT_EQ(unicode::nfc("a\xCC\x87\xCC\xA3"), "\xE1\xBA\xA1\xCC\x87");

@@ -12,10 +12,10 @@ TEST(Utf8, SanitizeReplacesEachBadByte) {
   EXPECT_EQ(utf8::sanitize("abc"), "abc");
   EXPECT_EQ(utf8::sanitize("\xC3\xA9"), "\xC3\xA9");
   EXPECT_EQ(utf8::sanitize("\xFF"), "\xEF\xBF\xBD");
-  EXPECT_EQ(utf8::sanitize("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");          // overlong NUL
+  EXPECT_EQ(utf8::sanitize("\xC0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong NUL
   EXPECT_EQ(utf8::sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
-  EXPECT_EQ(utf8::sanitize("\xE4\xB8"), "\xEF\xBF\xBD\xEF\xBF\xBD");          // truncated
-  EXPECT_EQ(utf8::sanitize("\xF4\x90\x80\x80").size(), 12u);                  // above U+10FFFF
+  EXPECT_EQ(utf8::sanitize("\xE4\xB8"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // truncated
+  EXPECT_EQ(utf8::sanitize("\xF4\x90\x80\x80").size(), 12u);                          // above U+10FFFF
 }
 
 TEST(Utf8, IncompleteTail) {
@@ -59,4 +59,20 @@ TEST(StreamDecoder, FlushReplacesAnUnfinishedCharacter) {
   EXPECT_EQ(stream.push(tokenizer->token_id("<0xE4>")), "");
   EXPECT_EQ(stream.push(tokenizer->token_id("<0xB8>")), "");
   EXPECT_EQ(stream.flush(), "\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+TEST(StreamDecoder, LongStreamEqualsOneShotDecode) {
+  const std::string path = std::string(FOVEA_BINARY_DIR) + "/tokenizer_test_tmp/stream.model";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  write_demo_sentencepiece_model(path);
+  const auto tokenizer = load_tokenizer(path);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "bed 床 😀 " + std::to_string(i) + "\n";
+  const auto ids = tokenizer->encode(text);
+  StreamDecoder stream(*tokenizer);
+  std::string joined;
+  for (int32_t id : ids) joined += stream.push(id);
+  joined += stream.flush();
+  EXPECT_EQ(joined, tokenizer->decode(ids, true));
+  EXPECT_EQ(joined, text);
 }
