@@ -178,12 +178,12 @@ std::vector<int32_t> ByteLevelBpe::encode(const std::string& text, bool allow_sp
 std::string ByteLevelBpe::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string out;
   for (const int32_t id : ids) {
-    FOVEA_CHECK(id >= 0 && id < vocab_size_, "token id ", id, " is outside the vocabulary of ", vocab_size_);
     if (const AddedToken* token = added_.find_id(id)) {
       if (!(skip_special && token->special)) out += token->text;
       continue;
     }
-    FOVEA_CHECK(size_t(id) < id_to_piece_.size() && !id_to_piece_[id].empty(), "token id ", id, " has no piece");
+    // No such token (a model row past the tokenizer, a gap in vocab.json): nothing, as HF decoders do.
+    if (id < 0 || size_t(id) >= id_to_piece_.size() || id_to_piece_[id].empty()) continue;
     out += id_to_bytes_[id];
   }
   return out;

@@ -257,12 +257,11 @@ std::vector<int32_t> SentencePieceBpe::encode(const std::string& text, bool allo
 std::string SentencePieceBpe::decode_bytes(const std::vector<int32_t>& ids, bool skip_special) const {
   std::string out;
   for (const int32_t id : ids) {
-    FOVEA_CHECK(id >= 0 && id < vocab_size_, "token id ", id, " is outside the vocabulary of ", vocab_size_);
     if (const AddedToken* token = added_.find_id(id)) {
       if (!(skip_special && token->special)) out += token->text;
       continue;
     }
-    FOVEA_CHECK(size_t(id) < model_.pieces.size(), "token id ", id, " has no piece");
+    if (id < 0 || size_t(id) >= model_.pieces.size()) continue;  // no such token: nothing, as HF decoders do
     const SpPiece& piece = model_.pieces[id];
     if (piece.type == SpPieceType::Byte) {
       out += char(byte_of_piece_[id]);

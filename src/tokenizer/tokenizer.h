@@ -15,7 +15,8 @@ class Tokenizer {
   // their ids; without it they are encoded as plain text.
   virtual std::vector<int32_t> encode(const std::string& text, bool allow_special = false) const = 0;
   // Joins pieces back to UTF-8 (byte-fallback pieces and partial sequences joined). Special tokens are written
-  // out as their text unless skip_special.
+  // out as their text unless skip_special. Ids the tokenizer does not have (e.g. model rows past its vocabulary)
+  // decode to nothing, as in Hugging Face decoders; invalid UTF-8 in the result becomes U+FFFD.
   virtual std::string decode(const std::vector<int32_t>& ids, bool skip_special = false) const = 0;
   // decode() before invalid UTF-8 is replaced by U+FFFD: the raw bytes, which StreamDecoder needs to hold back an
   // unfinished character. Tokenizers that cannot do better may keep this default.
