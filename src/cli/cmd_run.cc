@@ -20,7 +20,8 @@ const char* kUsage =
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
-    "Running the same command again resumes: ids already in the output are skipped.\n";
+    "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
+    "those whose record is an error, which are removed from the output and run again).\n";
 
 struct UsageError {
   std::string message;
@@ -38,7 +39,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--help"});
+                     "--retry-failed", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -76,6 +77,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (c.job.concurrency < 1) throw UsageError{"--concurrency must be at least 1"};
   if (c.job.max_tiles < 0) throw UsageError{"--max-tiles must be positive"};
   c.job.progress = !args.has("--quiet");
+  c.job.retry_failed = args.has("--retry-failed");
   c.job.progress_terminal = ::isatty(STDERR_FILENO) == 1;
   return c;
 }

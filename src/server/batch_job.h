@@ -18,6 +18,7 @@ struct BatchJobOptions {
   bool progress = true;
   bool progress_terminal = false;  // redraw a bar (stderr is a terminal) instead of printing lines
   double progress_interval_s = 10.0;
+  bool retry_failed = false;  // drop earlier error records first, so their tasks run again
 };
 
 struct BatchJobSummary {

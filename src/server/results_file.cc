@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -45,6 +46,43 @@ ExistingResults recover_results_file(const std::string& path) {
     }
   }
   return out;
+}
+
+int drop_failed_records(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::string kept;
+  std::string line;
+  int dropped = 0;
+  while (std::getline(in, line)) {
+    bool failed = false;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      failed = j.is_object() && j.contains("error") && !j["error"].is_null();
+    } catch (const std::exception&) {
+      // unreadable lines are kept as they are: recover_results_file reports them
+    }
+    if (failed) dropped++;
+    else kept += line + "\n";
+  }
+  in.close();
+  if (dropped == 0) return 0;
+  const std::string temp = path + ".tmp";
+  {
+    ResultsWriter out(temp);
+    FOVEA_CHECK(::truncate(temp.c_str(), 0) == 0, "cannot truncate ", temp, ": ", std::strerror(errno));
+    out.append(kept);
+  }
+  FOVEA_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot replace ", path, ": ", std::strerror(errno));
+  // The rename itself is durable only once the directory is synced.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
+  return dropped;
 }
 
 std::string result_line(const BatchResult& r) {

@@ -21,6 +21,10 @@ struct ExistingResults {
 // Reads `path` if it exists, truncating a torn tail (bytes after the last '\n'). A missing file is empty.
 ExistingResults recover_results_file(const std::string& path);
 
+// Rewrites `path` without its error records (through a temporary file, fsync and rename, so a kill leaves either
+// the old or the new file), so that their tasks run again. Returns how many records were dropped.
+int drop_failed_records(const std::string& path);
+
 struct BatchResult {
   nlohmann::json id;
   std::string text;

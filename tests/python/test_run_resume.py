@@ -87,6 +87,14 @@ def test_kill_and_resume_gives_every_id_once(demo_model, tmp_path):
     assert again.returncode == 1
     assert out.read_bytes() == before
 
+    # The missing image turns up: --retry-failed runs the failed tasks again (the corrupt one fails again).
+    Image.new("RGB", (40, 30), (1, 2, 3)).save(tmp_path / "img" / "none.png")
+    retried = run(args + ["--retry-failed"])
+    assert retried.returncode == 1, retried.stderr
+    by_id = {str(r["id"]): r for r in read_records(out)}
+    assert len(by_id) == len(tasks) == len(read_records(out))
+    assert "error" not in by_id["missing"] and "error" in by_id["corrupt"]
+
 
 def test_image_directory_shortcut_and_exit_codes(demo_model, tmp_path):
     write_images(tmp_path / "img", 3)

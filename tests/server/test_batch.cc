@@ -170,6 +170,29 @@ TEST_F(BatchFiles, RunsResumesAndRecordsErrors) {
   EXPECT_EQ(read_records(out).size(), 8u);
 }
 
+TEST_F(BatchFiles, RetryFailedRunsErrorRecordsAgain) {
+  std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"a","image":"img/p0.jpg","prompt":"q"})" << "\n"
+                                      << R"({"id":"b","image":"img/late.jpg","prompt":"q"})" << "\n";
+  const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.progress = false;
+  const fs::path out = dir_ / "retry.jsonl";
+  EXPECT_EQ(run_batch_job(service, list, out.string(), options).failed, 1);  // late.jpg does not exist yet
+  std::ofstream(dir_ / "img" / "late.jpg") << "JPEG";
+  EXPECT_EQ(run_batch_job(service, list, out.string(), options).ran, 0);  // a plain rerun keeps the error
+  options.retry_failed = true;
+  const BatchJobSummary s = run_batch_job(service, list, out.string(), options);
+  EXPECT_EQ(s.ran, 1);
+  EXPECT_FALSE(s.any_failed());
+  const auto records = read_records(out);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0]["id"], "a");
+  EXPECT_EQ(records[1]["id"], "b");
+  EXPECT_FALSE(records[1].contains("error"));
+  EXPECT_FALSE(fs::exists(dir_ / "retry.jsonl.tmp"));
+}
+
 TEST_F(BatchFiles, AnswersBecomeLogprobs) {
   std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"a","image":"img/p0.jpg","prompt":"q","answers":["yes","no"]})"
                                       << "\n";
