@@ -3,10 +3,10 @@
 classes for the Qwen2 pre-tokenizer regex, and NFC decomposition, combining classes and composition pairs).
 
 Run: python3 src/tokenizer/gen_unicode_tables.py > src/tokenizer/unicode_tables.cc
-The data comes from this Python's unicodedata (its version is written into the output). Hugging Face
-`tokenizers` takes \\p{L}/\\p{N} from Oniguruma and NFC from the Rust unicode-normalization crate, which follow
-newer Unicode versions; characters assigned after our version are treated as unassigned (neither letter nor
-number, no decomposition). Tests only use long-assigned characters.
+The data comes from this Python's unicodedata (its version is written into the output; 14.0.0 when committed).
+Hugging Face `tokenizers` takes \\p{L}/\\p{N} from Oniguruma and NFC from the Rust unicode-normalization-alignments
+crate, each with its own Unicode version: characters whose properties differ between those versions and ours
+(mostly ones assigned later, which we treat as unassigned) can tokenize differently. Tests use long-assigned ones.
 """
 import sys
 import unicodedata
