@@ -21,7 +21,10 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_));
   memory_.weights = weights_->bytes;
   model_.weights = ModelWeights{};  // the device copy is all the forward reads: drop the host tensors and mmaps
-  kv_ = std::make_unique<KvCache>(alloc_kv_cache(desc.llm, *backend_, opts_.kv_blocks, opts_.block_size));
+  // With decode graphs, block kv_blocks (one past the engine's range) is the padding rows' scratch block.
+  const int scratch_blocks = opts_.decode_graphs ? 1 : 0;
+  kv_ = std::make_unique<KvCache>(
+      alloc_kv_cache(desc.llm, *backend_, opts_.kv_blocks + scratch_blocks, opts_.block_size));
   memory_.kv_cache = kv_->bytes;
   pool_ = std::make_unique<VisionPool>(*backend_, opts_.vision_pool_tiles, desc.vision.tokens_per_tile(),
                                        desc.llm.hidden);
@@ -44,6 +47,9 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   sizes.max_answer_ids = opts_.max_answer_ids;
   sizes.mlp_rows = opts_.mlp_rows;
   sizes.logits_rows = std::min(opts_.logits_rows, sizes.max_seqs);
+  sizes.block_size = opts_.block_size;
+  sizes.decode_graphs = opts_.decode_graphs;
+  sizes.scratch_block = opts_.decode_graphs ? opts_.kv_blocks : -1;
   llm_ = std::make_unique<LlmForward>(desc, weights_->llm, *backend_, sizes);
   memory_.workspace = vision_->workspace_bytes() + llm_->workspace_bytes();
   backend_->synchronize();
@@ -110,6 +116,8 @@ void InternVLRunner::encode_into_pool(const std::vector<Tensor>& pixel_values, c
   }
   backend_->synchronize();
 }
+
+int InternVLRunner::decode_recordings() const { return llm_->decode_recordings(); }
 
 void InternVLRunner::release_image(int64_t handle) { pool_->release(handle); }
 

@@ -24,6 +24,9 @@ struct RunnerOptions {
   int max_answer_ids = 32;      // SeqChunk::answer_ids per chunk
   int mlp_rows = 2048;          // the LLM MLP runs in row slices of this size (bounds its workspace)
   int logits_rows = 64;         // the LM head runs on this many sampled rows at a time (bounds [rows, vocab])
+  // Replay pure decode steps of up to logits_rows sequences as recorded op sequences (Backend::graph_*) where
+  // the backend supports them. Adds one scratch KV block (not counted in num_kv_blocks()) for padding rows.
+  bool decode_graphs = false;
 };
 
 struct RunnerMemory {
@@ -58,6 +61,7 @@ class InternVLRunner final : public ModelRunner {
 
   const RunnerMemory& memory() const { return memory_; }
   Backend& backend() { return *backend_; }
+  int decode_recordings() const;  // recorded decode buckets so far (0 unless decode_graphs took effect)
 
   // For golden tests: runs ViT + projector on up to max_step_tiles tiles [tiles, 3, S, S] and returns host
   // float32 copies of the ViT's last hidden state [tiles * (1 + G*G), C] and the projector output

@@ -40,7 +40,12 @@ Tensor LlmForward::alloc(DType dtype, const Shape& shape) {
 
 LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend& backend,
                        const LlmWorkspaceSizes& sizes)
-    : desc_(desc), w_(weights), be_(backend), sizes_(sizes) {
+    : desc_(desc),
+      w_(weights),
+      be_(backend),
+      sizes_(sizes),
+      graphs_(backend, sizes.decode_graphs, std::min(sizes.logits_rows, sizes.max_seqs), sizes.max_table_entries,
+              sizes.block_size, sizes.scratch_block) {
   const LlmConfig& c = desc.llm;
   FOVEA_CHECK(sizes.max_tokens > 0 && sizes.max_seqs > 0 && sizes.max_table_entries > 0 && sizes.mlp_rows > 0 &&
                   sizes.logits_rows > 0 && sizes.max_answer_ids >= 0,
@@ -81,13 +86,13 @@ Tensor LlmForward::upload_ids(Tensor& buffer, const std::vector<int32_t>& values
   return dst;
 }
 
-void LlmForward::embed(const StepPlan& plan, const VisionPool& pool) {
-  Tensor x = x_.rows(0, plan.tokens);
-  be_.embedding(upload_ids(ids_, plan.ids), w_.embed, x);
+void LlmForward::embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool) {
+  Tensor x = x_.rows(0, tokens);
+  be_.embedding(ids_.rows(0, tokens), w_.embed, x);
   // Image rows replace the <IMG_CONTEXT> embeddings; each segment is one contiguous run of step rows.
-  for (const VisionSegment& seg : plan.vision) {
+  for (const VisionSegment& seg : vision) {
     Tensor dst = x_.rows(seg.dst_row, seg.dst_row + seg.rows);
-    be_.copy(dst, pool.slot_rows(seg.slot).rows(seg.slot_row, seg.slot_row + seg.rows));
+    be_.copy(dst, pool->slot_rows(seg.slot).rows(seg.slot_row, seg.slot_row + seg.rows));
   }
 }
 
@@ -122,48 +127,89 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   mlp(w, tokens);
 }
 
+void LlmForward::upload_inputs(const StepPlan& plan) {
+  // Every input goes up before the first op: an upload waits for the device, so none happens mid-step.
+  upload_ids(ids_, plan.ids);
+  upload_ids(positions_, plan.positions);
+  upload_ids(slots_, plan.slots);
+  upload_ids(cu_q_, plan.cu_q);
+  upload_ids(ctx_len_, plan.ctx_len);
+  upload_ids(block_table_, plan.block_table);
+  if (!plan.sample_rows.empty()) upload_ids(sample_rows_, plan.sample_rows);
+  if (plan.answer_width > 0) upload_ids(answer_ids_, plan.answer_ids);
+}
+
+PagedAttentionBatch LlmForward::batch_view(const StepPlan& plan) const {
+  PagedAttentionBatch batch;
+  batch.cu_q = cu_q_.rows(0, plan.seqs + 1);
+  batch.ctx_len = ctx_len_.rows(0, plan.seqs);
+  batch.block_table = block_table_.rows(0, int64_t(plan.seqs) * plan.table_width).view({plan.seqs, plan.table_width});
+  batch.num_seqs = plan.seqs;
+  batch.max_q_len = plan.max_q_len;
+  batch.max_ctx_len = plan.max_ctx_len;
+  return batch;
+}
+
 std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<SeqChunk>& chunks,
                                        const VisionPool& pool, KvCache& kv) {
   std::vector<SeqResult> results(chunks.size());
   if (plan.tokens == 0) return results;
   FOVEA_CHECK(plan.tokens <= sizes_.max_tokens && plan.seqs <= sizes_.max_seqs, "llm forward: plan too large");
   FOVEA_CHECK(kv.layers.size() == w_.layers.size(), "llm forward: kv cache has ", kv.layers.size(), " layers");
-  embed(plan, pool);
-  upload_ids(positions_, plan.positions);
-  upload_ids(slots_, plan.slots);
-  PagedAttentionBatch batch;
-  batch.cu_q = upload_ids(cu_q_, plan.cu_q);
-  batch.ctx_len = upload_ids(ctx_len_, plan.ctx_len);
-  batch.block_table = upload_ids(block_table_, plan.block_table).view({plan.seqs, plan.table_width});
-  batch.num_seqs = plan.seqs;
-  batch.max_q_len = plan.max_q_len;
-  batch.max_ctx_len = plan.max_ctx_len;
-  // Every input goes up before the first layer: an upload waits for the device, so none happens mid-step.
-  if (!plan.sample_rows.empty()) upload_ids(sample_rows_, plan.sample_rows);
-  if (plan.answer_width > 0) upload_ids(answer_ids_, plan.answer_ids);
+  if (graphs_.eligible(plan)) {
+    const StepPlan padded = graphs_.pad(plan);
+    upload_inputs(padded);
+    graphs_.launch(padded, [&] { record_decode(padded, kv); });
+    if (!plan.sample_rows.empty()) collect_head(plan, chunks, 0, int(plan.sample_rows.size()), results);
+    return results;
+  }
+  upload_inputs(plan);
+  embed(plan.tokens, plan.vision, &pool);
+  const PagedAttentionBatch batch = batch_view(plan);
   for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, plan.tokens, batch, kv);
   if (!plan.sample_rows.empty()) head(plan, chunks, results);
   return results;
 }
 
-void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results) {
-  const int samples = int(plan.sample_rows.size());
+// The whole padded decode step, head included (all rows are sampled), as one recordable op sequence.
+void LlmForward::record_decode(const StepPlan& padded, KvCache& kv) {
+  embed(padded.tokens, {}, nullptr);
+  const PagedAttentionBatch batch = batch_view(padded);
+  for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, padded.tokens, batch, kv);
+  final_norm(padded.tokens, int(padded.sample_rows.size()));
+  compute_head(0, int(padded.sample_rows.size()));
+}
+
+void LlmForward::final_norm(int tokens, int samples) {
   // Only the sampled rows need the last residual add, the final norm and the LM head.
   const Tensor rows = sample_rows_.rows(0, samples);
   Tensor last_x = last_x_.rows(0, samples), last_branch = last_branch_.rows(0, samples);
   Tensor last_normed = last_normed_.rows(0, samples);
-  be_.gather_rows(x_.rows(0, plan.tokens), rows, last_x);
-  be_.gather_rows(branch_.rows(0, plan.tokens), rows, last_branch);
+  be_.gather_rows(x_.rows(0, tokens), rows, last_x);
+  be_.gather_rows(branch_.rows(0, tokens), rows, last_branch);
   be_.add_rms_norm(last_x, last_branch, w_.norm, desc_.llm.rms_eps, last_normed);
-  for (int first = 0; first < samples; first += sizes_.logits_rows)
-    head_group(plan, chunks, first, std::min(sizes_.logits_rows, samples - first), results);
 }
 
-void LlmForward::head_group(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
-                            std::vector<SeqResult>& results) {
+void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results) {
+  const int samples = int(plan.sample_rows.size());
+  final_norm(plan.tokens, samples);
+  for (int first = 0; first < samples; first += sizes_.logits_rows) {
+    const int count = std::min(sizes_.logits_rows, samples - first);
+    compute_head(first, count);
+    collect_head(plan, chunks, first, count, results);
+  }
+}
+
+void LlmForward::compute_head(int first, int count) {
   Tensor logits = logits_.rows(0, count), ids = argmax_ids_.rows(0, count);
   be_.linear(last_normed_.rows(first, first + count), w_.lm_head, Tensor{}, logits);
   be_.argmax(logits, ids);
+}
+
+// Samples [first, first + count) have their logits in logits_ rows [0, count) and argmax in argmax_ids_.
+void LlmForward::collect_head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
+                              std::vector<SeqResult>& results) {
+  const Tensor logits = logits_.rows(0, count), ids = argmax_ids_.rows(0, count);
   const int64_t width = plan.answer_width;
   Tensor logprobs;
   if (width > 0) {

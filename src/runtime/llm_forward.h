@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "model/model_desc.h"
+#include "runtime/decode_graphs.h"
 #include "runtime/runner.h"
 #include "runtime/step_plan.h"
 #include "runtime/vision_pool.h"
@@ -27,6 +28,9 @@ struct LlmWorkspaceSizes {
   int max_answer_ids = 0;     // answer ids per sampled chunk
   int mlp_rows = 0;           // the MLP runs in row slices of this size, bounding its [rows, 2F] workspace
   int logits_rows = 0;        // the LM head runs on this many sampled rows at a time, bounding [rows, V]
+  int block_size = 0;          // KV rows per block
+  bool decode_graphs = false;  // replay pure decode steps as recordings where the backend supports them
+  int scratch_block = -1;      // a KV block owned by no sequence, for the padding rows of recorded steps
 };
 
 class LlmForward {
@@ -34,6 +38,7 @@ class LlmForward {
   LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend& backend, const LlmWorkspaceSizes& sizes);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
+  int decode_recordings() const { return graphs_.recordings(); }
   // Runs the plan (writing its tokens' KV into `kv`) and returns one result per chunk (filled when sampled).
   std::vector<SeqResult> run(const StepPlan& plan, const std::vector<SeqChunk>& chunks, const VisionPool& pool,
                              KvCache& kv);
@@ -41,12 +46,17 @@ class LlmForward {
  private:
   Tensor alloc(DType dtype, const Shape& shape);
   Tensor upload_ids(Tensor& buffer, const std::vector<int32_t>& values);
-  void embed(const StepPlan& plan, const VisionPool& pool);
+  void upload_inputs(const StepPlan& plan);
+  PagedAttentionBatch batch_view(const StepPlan& plan) const;
+  void embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool);
   void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
   void mlp(const LlmLayerWeights& w, int tokens);
+  void record_decode(const StepPlan& padded, KvCache& kv);
+  void final_norm(int tokens, int samples);
   void head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results);
-  void head_group(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
-                  std::vector<SeqResult>& results);
+  void compute_head(int first, int count);
+  void collect_head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
+                    std::vector<SeqResult>& results);
 
   const ModelDesc& desc_;
   const LlmWeights& w_;
@@ -67,6 +77,7 @@ class LlmForward {
   Tensor logits_;          // [logits_rows, V]
   Tensor argmax_ids_;      // [logits_rows] I32
   Tensor answer_logprobs_;  // [logits_rows * max_answer_ids] F32
+  DecodeGraphs graphs_;     // declared last: its recordings reference the buffers above
 };
 
 }  // namespace fovea

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "golden_util.h"
+#include "recording_backend.h"
 #include "runtime/internvl_runner.h"
 #include "runtime/simple_generate.h"
 
@@ -38,7 +39,8 @@ class GoldenForward : public ::testing::TestWithParam<GoldenParam> {
   // float32 CPU must match transformers' float32 closely; bf16 CUDA only roughly.
   double tolerance() const { return is_cpu() ? 1e-4 : 2e-2; }
 
-  std::unique_ptr<InternVLRunner> make_runner(int max_step_tiles = 4) {
+  // decode_graphs: on the CPU the recordings come from test::RecordingBackend, on CUDA from CUDA graphs.
+  std::unique_ptr<InternVLRunner> make_runner(int max_step_tiles = 4, bool decode_graphs = false) {
     const std::string dir = golden::golden_dir() + "/" + GetParam().model + "/" + GetParam().format;
     RunnerOptions opts;
     opts.kv_blocks = 160;
@@ -47,7 +49,10 @@ class GoldenForward : public ::testing::TestWithParam<GoldenParam> {
     opts.max_step_tiles = max_step_tiles;
     opts.vision_pool_tiles = 8;
     opts.max_step_seqs = 8;
-    return std::make_unique<InternVLRunner>(load_model(dir), make_backend(GetParam().backend), opts);
+    opts.decode_graphs = decode_graphs;
+    std::unique_ptr<Backend> backend = make_backend(GetParam().backend);
+    if (decode_graphs && is_cpu()) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
+    return std::make_unique<InternVLRunner>(load_model(dir), std::move(backend), opts);
   }
 
   CaseInput case_input(const std::string& name) {
@@ -200,6 +205,71 @@ TEST_P(GoldenForward, BatchedSequencesInOneStep) {
     const double want = text_logits.ptr<float>()[chunks[0].answer_ids[k]] - max_logit - std::log(sum);
     EXPECT_NEAR(results[0].answer_logprobs[k], want, is_cpu() ? 1e-3 : 0.1) << k;
   }
+  for (int64_t h : handles) runner->release_image(h);
+}
+
+TEST_P(GoldenForward, RecordedDecodeStepsMatch) {
+  auto runner = make_runner(4, /*decode_graphs=*/true);
+  const CaseInput in = case_input("t1");
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = is_cpu() ? 8 : 2;
+  opts.want_logits = true;
+  opts.stop_ids = {-1};
+  const SimpleGenerateResult got = simple_generate(*runner, in.prompt, images_of(in), opts);
+  expect_matches_reference("t1", got, is_cpu() ? 8 : 1);
+  EXPECT_EQ(runner->decode_recordings(), 1);  // one sequence, one table-width bucket: recorded once, replayed
+}
+
+TEST_P(GoldenForward, RecordedDecodeOfAPaddedBatch) {
+  // Three sequences prefilled together, then one decode step of all three: the step pads to 4 rows (one
+  // padding row in the scratch block) and its results must be those of the references.
+  auto runner = make_runner(4, /*decode_graphs=*/true);
+  const CaseInput text = case_input("text"), t1 = case_input("t1");
+  const std::vector<int64_t> handles = runner->encode_images(images_of(t1));
+  std::vector<std::pair<int, int>> image_rows(t1.prompt.size(), {-1, -1});
+  int row = 0;
+  for (size_t p = 0; p < t1.prompt.size(); ++p)
+    if (t1.prompt[p] == runner->desc().image_token_id) image_rows[p] = {0, row++};
+  auto blocks = [](int first, int count) {
+    std::vector<int32_t> table;
+    for (int b = 0; b < count; ++b) table.push_back(first + b);
+    return table;
+  };
+  std::vector<SeqChunk> prefill(3);
+  const std::vector<const CaseInput*> inputs{&text, &t1, &text};
+  const std::vector<int> first_block{0, 20, 60};
+  for (size_t i = 0; i < 3; ++i) {
+    prefill[i].tokens = inputs[i]->prompt;
+    prefill[i].block_table = blocks(first_block[i], 19);
+    prefill[i].sample = true;
+  }
+  prefill[1].vision = vision_refs_for_range(image_rows, handles, 0, int(t1.prompt.size()));
+  const std::vector<SeqResult> first = runner->step(prefill);
+  std::vector<SeqChunk> decode(3);
+  for (size_t i = 0; i < 3; ++i) {
+    decode[i].tokens = {first[i].argmax};
+    decode[i].start_pos = int32_t(inputs[i]->prompt.size());
+    decode[i].block_table = prefill[i].block_table;
+    decode[i].sample = true;
+    decode[i].want_logits = true;
+  }
+  decode[2].answer_ids = {3, 1};
+  const std::vector<SeqResult> second = runner->step(decode);
+  EXPECT_EQ(runner->decode_recordings(), 1);
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string name = i == 1 ? "t1" : "text";
+    const std::vector<int32_t> generated = golden::reference_ids(GetParam().model, name + ".generated");
+    ASSERT_EQ(first[i].argmax, generated[0]) << i;
+    const Tensor step_logits = golden::reference(GetParam().model, name + ".step_logits");
+    const int64_t V = step_logits.dim(1);
+    ASSERT_EQ(int64_t(second[i].logits.size()), V);
+    EXPECT_LE(golden::relative_error(second[i].logits.data(), step_logits.ptr<float>() + V, V), tolerance()) << i;
+    if (is_cpu()) {
+      EXPECT_EQ(second[i].argmax, generated[1]) << i;
+    }
+  }
+  ASSERT_EQ(second[2].answer_logprobs.size(), 2u);
+  EXPECT_LT(second[2].answer_logprobs[0], 0.0f);
   for (int64_t h : handles) runner->release_image(h);
 }
 
