@@ -180,8 +180,10 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
   FOVEA_CHECK(proj_act == "gelu", root.where, ": projector_hidden_act '", proj_act, "' is not supported");
   v.downsample_ratio = float(root.get_double("downsample_ratio", 0.5));
   d->image_token_id = root.get_int("image_token_id", -1);
-  // The -hf checkpoints are InternVL2.5/3 conversions; their chat template puts "\n" after <|im_end|>.
-  d->chat_template = ChatTemplateKind::InternVL2_5;
+  // The -hf checkpoints are mostly InternVL2.5/3 conversions, whose chat template puts "\n" after <|im_end|>;
+  // a config that names its template (an InternVL2 conversion, our benchmark's model) is taken at its word.
+  d->chat_template = root.has("template") ? template_from_name(root.get_string("template", ""), root.where)
+                                          : ChatTemplateKind::InternVL2_5;
 }
 
 // The tiling policy of -hf checkpoints lives in preprocessor_config.json (GotOcr2 image processor).

@@ -41,6 +41,23 @@ TEST(ModelConfig, UnchangedGoldenConfigsAreAccepted) {
   EXPECT_EQ(desc_error("qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": false"), "");
 }
 
+// An -hf config that names its template (InternVL2 conversions, the benchmark's model) keeps it; others get
+// internvl2_5, the template of the InternVL2.5/3 conversions.
+TEST(ModelConfig, HfConfigTemplateKeyIsHonoured) {
+  ScratchDir dir("hf_template");
+  for (const char* f : {"config.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(test::golden_dir() + "/internlm2/hf/" + f, dir.file(f));
+  EXPECT_EQ(load_model_desc(dir.path().string()).chat_template, ChatTemplateKind::InternVL2_5);
+  test::edit_config(dir.path().string(), [&](std::string& text) {
+    const size_t at = text.find("\"model_type\": \"internvl\"");
+    ASSERT_NE(at, std::string::npos);
+    text.insert(at, "\"template\": \"internlm2-chat\", ");
+  });
+  EXPECT_EQ(load_model_desc(dir.path().string()).chat_template, ChatTemplateKind::InternLM2Chat);
+  expect_rejected("internlm2/hf", "\"model_type\": \"internvl\"", "\"template\": \"chatml\", \"model_type\": \"internvl\"",
+                  "chatml");
+}
+
 TEST(ModelConfig, RejectsOtherSelectLayer) {
   expect_rejected("internlm2/original", "\"select_layer\": -1", "\"select_layer\": -4", "select_layer");
 }
