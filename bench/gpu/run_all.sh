@@ -17,9 +17,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/gpu
 requests=200 ref_requests=64 batch=8 fp32_requests=16 variant=internlm2 skip="" budget=540 name=h200 tiny=0
-# Fovea's loader gives every -hf checkpoint the internvl2_5 template (model_config.cc, parse_hf); the reference
-# must build the same prompt, so that is the default. --template internlm2-chat once -hf honours config "template".
-template=internvl2_5 std=0.02
+# The prompt template is written into the model's config.json ("template"), which Fovea's -hf loader honours, so both
+# engines build the same prompt. PERF.md's workload uses InternVL2-8B's internlm2-chat (81 text tokens).
+template=internlm2-chat std=0.02
 command_line="bench/gpu/run_all.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,6 +43,7 @@ WORK=${WORK:-/tmp/fovea_bench}
 FOVEA=${FOVEA_BIN:-build-gpu/fovea}
 PHOTOS=${PHOTOS:-.carry/photos}
 if [ "$variant" = qwen2 ]; then TOKENIZER=${TOKENIZER:-.carry/tokenizers/qwen2}
+  [ "$template" = internlm2-chat ] && template=internvl2_5  # InternVL3 (Qwen2.5) uses internvl2_5
 else
   for candidate in .carry/tokenizers/internlm2/tokenizer.model .carry/tokenizers/internlm2.model .carry/tokenizer.model; do
     [ -f "$candidate" ] && { TOKENIZER=${TOKENIZER:-$candidate}; break; }
