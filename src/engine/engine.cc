@@ -111,24 +111,39 @@ void Engine::Impl::scheduler_loop() {
       failed.swap(prepare_failed);
       cancels.swap(cancel_requests);
     }
-    for (const FailedPreparation& f : failed)
-      if (!cancel_on_arrival.erase(f.id)) emit_final(f.id, f.submitted, "error", f.error);
-    for (PreparedRequest& request : arrived) {
-      if (cancel_on_arrival.erase(request.id)) {
-        emit_final(request.id, request.submitted, "cancelled", "");
-      } else {
-        scheduler->add(std::move(request));
+    try {
+      run_iteration(arrived, failed, cancels);
+    } catch (const std::exception& e) {
+      // Only a bug gets here (request errors are caught per request). Fail what is held rather than let the
+      // exception end the thread, which would terminate the process.
+      try {
+        scheduler->fail_all(std::string("internal engine error: ") + e.what());
+      } catch (...) {
+        // The state is beyond repair; keep the thread (and the process) alive for what comes next.
       }
     }
-    for (const int64_t id : cancels) handle_cancel(id);
-    {
-      std::unique_lock<std::mutex> lock(mutex);
-      dispatch_preparation(lock);
-    }
-    if (scheduler->has_work()) scheduler->step();
     publish_stats();
   }
   finish_leftovers();
+}
+
+void Engine::Impl::run_iteration(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed,
+                                 std::vector<int64_t>& cancels) {
+  for (const FailedPreparation& f : failed)
+    if (!cancel_on_arrival.erase(f.id)) emit_final(f.id, f.submitted, "error", f.error);
+  for (PreparedRequest& request : arrived) {
+    if (cancel_on_arrival.erase(request.id)) {
+      emit_final(request.id, request.submitted, "cancelled", "");
+    } else {
+      scheduler->add(std::move(request));
+    }
+  }
+  for (const int64_t id : cancels) handle_cancel(id);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    dispatch_preparation(lock);
+  }
+  if (scheduler->has_work()) scheduler->step();
 }
 
 // Hands requests to the pool while fewer than prefetch_limit are being prepared or wait for admission.

@@ -66,6 +66,8 @@ struct Engine::Impl {
   void start();  // builds the scheduler and starts the thread; runner and tokenizer must be set
   void stop();
   void scheduler_loop();
+  void run_iteration(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed,
+                     std::vector<int64_t>& cancels);
   void dispatch_preparation(std::unique_lock<std::mutex>& lock);
   void prepare_on_pool(Pending pending);
   void handle_cancel(int64_t id);

@@ -11,14 +11,17 @@
 namespace fovea {
 namespace {
 
-// KV positions to allocate when the config says 0: a fixed share of memory (40 GB on a GPU, 2 GB on the CPU
-// reference, which only runs small models), divided by the bytes one position takes over all layers.
+// KV positions to allocate when the config says 0: a fixed share of memory (40 GB on a GPU; 512 MB and at
+// most 64k positions on the CPU reference, which only runs small models and tests), divided by the bytes one
+// position takes over all layers; never less than two full steps.
 int default_kv_blocks(const ModelDesc& desc, const Backend& backend, int block_size, int max_step_tokens) {
   const bool gpu = backend.device() == Device::CUDA;
-  const double budget_bytes = gpu ? 40e9 : 2e9;
+  const double budget_bytes = gpu ? 40e9 : 512e6;
   const double bytes_per_position = double(desc.llm.layers) * desc.llm.kv_heads * desc.llm.head_dim * 2.0 *
                                     double(dtype_size(backend.compute_dtype()));
-  const double positions = std::clamp(budget_bytes / bytes_per_position, double(2 * max_step_tokens), 4.0e6);
+  const double most = gpu ? 4.0e6 : 65536.0;
+  const double positions =
+      std::max(std::min(budget_bytes / bytes_per_position, most), double(2 * max_step_tokens));
   return int(positions / block_size);
 }
 

@@ -150,7 +150,16 @@ bool Scheduler::cancel(int64_t request_id) {
 
 void Scheduler::cancel_all(const std::string& why) {
   for (auto& seq : waiting_) finish(*seq, "cancelled", why, {});
-  for (auto& seq : running_) finish(*seq, "cancelled", why, {});
+  for (auto& seq : running_)
+    if (!seq->finished) finish(*seq, "cancelled", why, {});
+  waiting_.clear();
+  running_.clear();
+}
+
+void Scheduler::fail_all(const std::string& error) {
+  for (auto& seq : waiting_) finish(*seq, "error", error, {});
+  for (auto& seq : running_)
+    if (!seq->finished) finish(*seq, "error", error, {});
   waiting_.clear();
   running_.clear();
 }

@@ -52,8 +52,10 @@ class Scheduler {
   void add(PreparedRequest request);
   // Finishes the request with "cancelled" if the scheduler holds it; returns whether it did.
   bool cancel(int64_t request_id);
-  // Finishes every held request with the given reason (engine shutdown).
+  // Finishes every held request: "cancelled" with `why` as the error (engine shutdown).
   void cancel_all(const std::string& why);
+  // Finishes every held request with "error" (the engine hit a bug it cannot pin on one request).
+  void fail_all(const std::string& error);
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   // Runs one step of the runner (ViT for the step's new images, then the LLM). Returns whether anything ran.
   bool step();
