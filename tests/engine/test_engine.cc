@@ -242,3 +242,25 @@ TEST(ImageKey, SameBytesAndOptionsOnly) {
   EXPECT_NE(image_key(a, official), image_key(a, compact));
   EXPECT_NE(image_key(a, official), image_key(a, fewer_tiles));
 }
+
+TEST_F(EngineFake, StopStringCutsTheTextAndEndsTheRequest) {
+  auto engine = make_engine();
+  Request free_run;
+  free_run.prompt = "Say something long.";
+  free_run.params.max_tokens = 12;
+  engine->submit(free_run, collector_.callback_for("free"));
+  ASSERT_TRUE(collector_.wait_finals(1));
+  const std::string full = collector_.get("free").text;
+  ASSERT_GE(full.size(), 6u) << "the fake's tokens decode to too little text to test with";
+  // A stop string taken from the middle of the text: the output must end right before its first occurrence.
+  const std::string stop = full.substr(full.size() / 2, 2);
+  const std::string expected = full.substr(0, full.find(stop));
+  Request stopped = free_run;
+  stopped.params.stop = {stop};
+  engine->submit(stopped, collector_.callback_for("stopped"));
+  engine->drain();
+  const Collected c = collector_.get("stopped");
+  EXPECT_EQ(c.text, expected);
+  EXPECT_EQ(c.last.finish_reason, "stop");
+  EXPECT_LE(c.tokens.size(), collector_.get("free").tokens.size());
+}
