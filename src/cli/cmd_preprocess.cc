@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "core/safetensors_writer.h"
+#include "core/thread_pool.h"
 #include "image/preprocess.h"
 
 namespace fovea {
@@ -30,7 +31,8 @@ int run_preprocess(const std::vector<std::string>& argv) {
               "usage: fovea preprocess IMAGE [--max-tiles N] [--policy official|compact] [--exif] --out FILE");
   const std::string out_path = args.get("--out");
   FOVEA_CHECK(!out_path.empty(), "--out FILE.safetensors is required");
-  const PreprocessOptions options = options_from(args);
+  PreprocessOptions options = options_from(args);
+  options.pool = &ThreadPool::global();  // one image: spread its resize over the cores (same bytes)
   const std::string& image_path = args.positional()[0];
   const RgbImage image = decode_image_file(image_path, options.limits, options.exif_transpose);
   const PreprocessedImage result = preprocess_rgb(image, options);
