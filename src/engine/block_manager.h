@@ -18,8 +18,8 @@ class BlockManager {
 
   int num_blocks() const { return int(ref_counts_.size()); }
   int block_size() const { return block_size_; }
-  int used_blocks() const { return used_; }                       // blocks with a user
-  int free_blocks() const { return num_blocks() - used_; }        // never-used + cached-but-unused
+  int used_blocks() const { return used_; }                         // blocks with a user
+  int free_blocks() const { return num_blocks() - used_; }          // never-used + cached-but-unused
   int cached_blocks() const { return int(block_of_hash_.size()); }  // published blocks, used or not
   bool prefix_cache() const { return prefix_cache_; }
 
@@ -42,8 +42,8 @@ class BlockManager {
   bool prefix_cache_;
   int used_ = 0;
   std::vector<int> ref_counts_;
-  std::vector<int32_t> never_cached_free_;  // unused blocks holding nothing worth keeping (a stack)
-  std::list<int32_t> cached_free_;          // unused published blocks, least recently freed first
+  std::vector<int32_t> never_cached_free_;                     // unused blocks holding nothing worth keeping (a stack)
+  std::list<int32_t> cached_free_;                             // unused published blocks, least recently freed first
   std::vector<std::list<int32_t>::iterator> cached_free_pos_;  // per block, valid while it is in cached_free_
   std::vector<bool> has_hash_;
   std::vector<Hash128> hash_of_block_;

@@ -152,7 +152,8 @@ void Engine::Impl::dispatch_preparation(std::unique_lock<std::mutex>& lock) {
     Pending pending = std::move(to_prepare.front());
     to_prepare.pop_front();
     ++preparing;
-    pool->submit([this, p = std::make_shared<Pending>(std::move(pending))]() mutable { prepare_on_pool(std::move(*p)); });
+    pool->submit(
+        [this, p = std::make_shared<Pending>(std::move(pending))]() mutable { prepare_on_pool(std::move(*p)); });
   }
 }
 
@@ -207,8 +208,8 @@ void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std
   deliver(id, event);
 }
 
-// Runs the request's callback on the scheduler thread (the only caller of deliver); a throwing callback is the caller's bug and must not
-// take the engine down, so its exception is dropped.
+// Runs the request's callback on the scheduler thread (the only caller of deliver); a throwing callback is the caller's
+// bug and must not take the engine down, so its exception is dropped.
 void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
   // Stats first: whoever waits for this final event (drain, a test) must see the blocks it just released.
   if (event.finished) publish_stats();

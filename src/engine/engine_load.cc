@@ -20,8 +20,7 @@ int default_kv_blocks(const ModelDesc& desc, const Backend& backend, int block_s
   const double bytes_per_position = double(desc.llm.layers) * desc.llm.kv_heads * desc.llm.head_dim * 2.0 *
                                     double(dtype_size(backend.compute_dtype()));
   const double most = gpu ? 4.0e6 : 65536.0;
-  const double positions =
-      std::max(std::min(budget_bytes / bytes_per_position, most), double(2 * max_step_tokens));
+  const double positions = std::max(std::min(budget_bytes / bytes_per_position, most), double(2 * max_step_tokens));
   return int(positions / block_size);
 }
 

@@ -12,8 +12,8 @@ PreprocessOptions preprocess_options(const Request& request, const PrepContext& 
   const ModelDesc& desc = *context.desc;
   PreprocessOptions options;
   options.min_tiles = desc.min_dynamic_tiles;
-  options.max_tiles = request.max_tiles > 0 ? std::min(request.max_tiles, desc.max_dynamic_tiles)
-                                            : desc.max_dynamic_tiles;
+  options.max_tiles =
+      request.max_tiles > 0 ? std::min(request.max_tiles, desc.max_dynamic_tiles) : desc.max_dynamic_tiles;
   options.use_thumbnail = desc.use_thumbnail;
   options.compact = request.tiling == TilingPolicy::Compact;
   options.tile_size = desc.vision.image_size;

@@ -18,8 +18,7 @@ int effective_max_tokens(const PreparedRequest& request, int max_position) {
 
 }  // namespace
 
-Scheduler::Scheduler(ModelRunner& runner, const Tokenizer* tokenizer, const SchedulerConfig& config,
-                     EventSink sink)
+Scheduler::Scheduler(ModelRunner& runner, const Tokenizer* tokenizer, const SchedulerConfig& config, EventSink sink)
     : runner_(runner),
       tokenizer_(tokenizer),
       config_(config),

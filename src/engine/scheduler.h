@@ -24,8 +24,8 @@ struct SchedulerConfig {
   int max_step_tokens = 16384;  // capped by the runner's own limit
   int max_batch_seqs = 256;
   bool prefix_cache = true;
-  int vision_cache_tiles = 0;   // unpinned embeddings kept for reuse; 0: half the runner's vision pool
-  int vit_tile_cost = -1;       // budget tokens one ViT tile costs; <0: tokens_per_tile / 4 (see design.md)
+  int vision_cache_tiles = 0;  // unpinned embeddings kept for reuse; 0: half the runner's vision pool
+  int vit_tile_cost = -1;      // budget tokens one ViT tile costs; <0: tokens_per_tile / 4 (see design.md)
 };
 
 // Cumulative counters, read by the engine after each step.
@@ -69,7 +69,7 @@ class Scheduler {
   int vit_tile_cost() const { return vit_tile_cost_; }
 
  private:
-  struct PlannedImage {   // rows of one image that a chunk feeds
+  struct PlannedImage {  // rows of one image that a chunk feeds
     int slot = 0;
     int row_begin = 0;
     int rows = 0;
@@ -103,8 +103,7 @@ class Scheduler {
   void finish(Sequence& seq, const std::string& reason, const std::string& error, RequestEvent event);
   void fail_sequence(Sequence* seq, const std::string& error);
   void release_resources(Sequence& seq);
-  void emit_final_without_sequence(const PreparedRequest& request, const std::string& reason,
-                                   const std::string& error);
+  void emit_final_without_sequence(const PreparedRequest& request, const std::string& reason, const std::string& error);
 
   ModelRunner& runner_;
   const Tokenizer* tokenizer_;

@@ -9,9 +9,7 @@
 namespace fovea {
 namespace {
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 }  // namespace
 
@@ -121,8 +119,8 @@ std::vector<SeqChunk> Scheduler::build_chunks(const StepPlan& plan) const {
     const int end = seq.computed + planned.tokens;
     chunk.block_table.assign(seq.blocks.begin(), seq.blocks.begin() + (end + bs - 1) / bs);
     for (const PlannedImage& image : planned.images)
-      chunk.vision.push_back(VisionRef{seq.images[size_t(image.slot)].handle, image.row_begin, image.rows,
-                                       image.chunk_offset});
+      chunk.vision.push_back(
+          VisionRef{seq.images[size_t(image.slot)].handle, image.row_begin, image.rows, image.chunk_offset});
     chunk.sample = end == int(seq.tokens.size());
     if (chunk.sample) {
       if (seq.generated == 0) chunk.answer_ids = seq.answer_ids;

@@ -21,13 +21,13 @@ using Clock = std::chrono::steady_clock;
 
 // One image of a prompt: which prompt positions it fills and where its embedding comes from.
 struct ImageSlot {
-  Hash128 key;         // content hash of the file bytes folded with the tiling parameters
+  Hash128 key;  // content hash of the file bytes folded with the tiling parameters
   int tiles = 0;
-  int32_t begin = 0;   // prompt index of its first <IMG_CONTEXT>
-  int32_t rows = 0;    // tiles * tokens_per_tile
-  Tensor pixels;       // [tiles, 3, S, S] F32 host tensor; dropped once encoded or covered by cached KV
-  int64_t handle = -1; // the runner's embedding while pinned in the vision cache
-  bool done = false;   // every row is in the KV cache: no embedding needed any more
+  int32_t begin = 0;    // prompt index of its first <IMG_CONTEXT>
+  int32_t rows = 0;     // tiles * tokens_per_tile
+  Tensor pixels;        // [tiles, 3, S, S] F32 host tensor; dropped once encoded or covered by cached KV
+  int64_t handle = -1;  // the runner's embedding while pinned in the vision cache
+  bool done = false;    // every row is in the KV cache: no embedding needed any more
   int32_t end() const { return begin + rows; }
 };
 
@@ -54,7 +54,7 @@ struct Sequence {
   GenerationParams params;
   std::vector<int32_t> answer_ids;
   std::map<std::string, float> answer_logprobs;
-  std::vector<int32_t> stop_ids;      // model EOS ids + the request's stop ids
+  std::vector<int32_t> stop_ids;  // model EOS ids + the request's stop ids
   Rng rng{0};
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop_matcher;

@@ -13,7 +13,8 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
   if (!chunk.answer_ids.empty()) {
     FOVEA_CHECK(result.answer_logprobs.size() == chunk.answer_ids.size(), "runner returned ",
                 result.answer_logprobs.size(), " answer log-probs for ", chunk.answer_ids.size(), " answers");
-    for (size_t k = 0; k < seq.params.answers.size(); ++k) seq.answer_logprobs[seq.params.answers[k]] = result.answer_logprobs[k];
+    for (size_t k = 0; k < seq.params.answers.size(); ++k)
+      seq.answer_logprobs[seq.params.answers[k]] = result.answer_logprobs[k];
   }
   if (chunk.want_logits)
     FOVEA_CHECK(int(result.logits.size()) == vocab, "runner returned ", result.logits.size(), " logits, vocab is ",

@@ -110,7 +110,8 @@ std::vector<SeqResult> FakeRunner::step(const std::vector<SeqChunk>& chunks) {
     }
     uint64_t last = 0;
     for (int j = 0; j < n; ++j) {
-      FOVEA_CHECK(c.tokens[size_t(j)] != desc_.image_token_id || from_image[size_t(j)], "fake: image token without embedding");
+      FOVEA_CHECK(c.tokens[size_t(j)] != desc_.image_token_id || from_image[size_t(j)],
+                  "fake: image token without embedding");
       const int pos = c.start_pos + j;
       uint64_t prev = 0x1234;
       if (pos > 0) {
@@ -128,7 +129,8 @@ std::vector<SeqResult> FakeRunner::step(const std::vector<SeqChunk>& chunks) {
       for (const int32_t id : c.answer_ids) result.answer_logprobs.push_back(-0.5f - float(id % 7));
       if (c.want_logits) {
         result.logits.resize(size_t(config_.vocab));
-        for (int i = 0; i < config_.vocab; ++i) result.logits[size_t(i)] = float(mix(last, uint64_t(i)) % 1000) / 100.0f;
+        for (int i = 0; i < config_.vocab; ++i)
+          result.logits[size_t(i)] = float(mix(last, uint64_t(i)) % 1000) / 100.0f;
       }
     }
     results.push_back(std::move(result));

@@ -25,9 +25,10 @@ struct FakeRunnerConfig {
   int vision_pool_tiles = 32;
   int vocab = 1000;
   int max_position = 4096;
-  std::optional<ModelDesc> desc;       // e.g. the demo model's (ids, template); vocab/max_position taken from it
+  std::optional<ModelDesc> desc;  // e.g. the demo model's (ids, template); vocab/max_position taken from it
   std::function<void()> before_step;
-  int poison_token = 666;              // step() throws when a chunk holds it; -1: never (real tokenizers use 666)   // runs at the start of every step() (tests block the scheduler with it)
+  int poison_token = 666;  // step() throws when a chunk holds it; -1: never (real tokenizers use 666)   // runs at the
+                           // start of every step() (tests block the scheduler with it)
 };
 
 struct RecordedStep {
@@ -44,8 +45,8 @@ class FakeRunner : public ModelRunner {
  public:
   static constexpr int kImageToken = 999;  // the default desc's <IMG_CONTEXT>
   static constexpr int kEos = 2;
-  static constexpr int kPoisonToken = 666;       // the default FakeRunnerConfig::poison_token
-  static constexpr float kPoisonPixel = -123.0f; // encode_images() throws for an image starting with it
+  static constexpr int kPoisonToken = 666;        // the default FakeRunnerConfig::poison_token
+  static constexpr float kPoisonPixel = -123.0f;  // encode_images() throws for an image starting with it
 
   explicit FakeRunner(const FakeRunnerConfig& config = {});
 
@@ -76,7 +77,7 @@ class FakeRunner : public ModelRunner {
   ModelDesc desc_;
   std::map<int64_t, Image> images_;
   int64_t next_handle_ = 1;
-  std::vector<uint64_t> kv_;       // [blocks * block_size] fake KV rows
+  std::vector<uint64_t> kv_;  // [blocks * block_size] fake KV rows
   std::vector<bool> kv_written_;
 };
 

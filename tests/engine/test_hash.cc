@@ -35,8 +35,7 @@ TEST(Hash, SmhasherVerificationValue) {
 
 TEST(Hash, KnownDigests) {
   EXPECT_EQ(murmur3_128("", 0).hex(), "00000000000000000000000000000000");
-  EXPECT_EQ(murmur3_128("The quick brown fox jumps over the lazy dog", 0).hex(),
-            "6c1b07bc7bbc4be347939ac4a93c437a");
+  EXPECT_EQ(murmur3_128("The quick brown fox jumps over the lazy dog", 0).hex(), "6c1b07bc7bbc4be347939ac4a93c437a");
 }
 
 TEST(Hash, SeedAndEveryByteMatter) {

@@ -18,7 +18,7 @@ constexpr int kTokensPerTile = 4;  // the fake's 56-pixel tiles
 
 // Prompt builder: text ids and images (by signature) in order.
 struct PromptSpec {
-  std::vector<int32_t> head;  // text before the image(s)
+  std::vector<int32_t> head;                  // text before the image(s)
   std::vector<std::pair<float, int>> images;  // (signature, tiles), placed back to back after head
   std::vector<int32_t> tail;
 };
@@ -340,7 +340,8 @@ TEST(Scheduler, ManyImagesUnderATightVisionPool) {
   sc.max_step_tokens = 20;
   Harness h(rc, sc);
   std::vector<PromptSpec> specs;
-  for (int i = 0; i < 6; ++i) specs.push_back(PromptSpec{text(2 + i), {{10.0f + i, 1 + i % 4}, {20.0f + i, 2}}, text(3)});
+  for (int i = 0; i < 6; ++i)
+    specs.push_back(PromptSpec{text(2 + i), {{10.0f + i, 1 + i % 4}, {20.0f + i, 2}}, text(3)});
   for (int i = 0; i < 6; ++i) h.scheduler.add(make_request(i, specs[size_t(i)], 2));
   h.run();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(h.tokens[i], alone(specs[size_t(i)], 2)) << i << " " << h.finals[i].error;
