@@ -55,6 +55,7 @@ struct Harness {
   void on_event(int64_t id, const RequestEvent& e) {
     EXPECT_FALSE(finals.count(id)) << "event after the final one for request " << id;
     for (int32_t t : e.token_delta) tokens[id].push_back(t);
+    for (const TokenLogprob& lp : e.logprob_delta) logprobs[id].push_back(lp);
     text_out[id] += e.text_delta;
     if (e.finished) finals[id] = e;
   }
@@ -66,6 +67,7 @@ struct Harness {
   FakeRunner runner;
   Scheduler scheduler;
   std::map<int64_t, std::vector<int32_t>> tokens;
+  std::map<int64_t, std::vector<TokenLogprob>> logprobs;
   std::map<int64_t, std::string> text_out;
   std::map<int64_t, RequestEvent> finals;
 };
@@ -327,6 +329,14 @@ TEST(Scheduler, StopTokensSeededSamplingAndAnswerLogprobs) {
   EXPECT_EQ(h.tokens[2], h.tokens[3]);
   EXPECT_NE(h.tokens[2], h.tokens[4]);
   EXPECT_EQ(h.tokens[2].size(), 8u);
+  ASSERT_EQ(h.logprobs[2].size(), 8u);  // top_logprobs = 2: one entry per token, each with its 2 best
+  for (size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(h.logprobs[2][i].token, h.tokens[2][i]);
+    ASSERT_EQ(h.logprobs[2][i].top.size(), 2u);
+    EXPECT_LE(h.logprobs[2][i].logprob, h.logprobs[2][i].top[0].second);
+    EXPECT_LE(h.logprobs[2][i].top[1].second, h.logprobs[2][i].top[0].second);
+  }
+  EXPECT_TRUE(h.logprobs[1].empty());
   ASSERT_EQ(h.finals[5].answer_logprobs.size(), 2u);
   EXPECT_FLOAT_EQ(h.finals[5].answer_logprobs["yes"], -0.5f - 20 % 7);
   EXPECT_FLOAT_EQ(h.finals[5].answer_logprobs["no"], -0.5f - 23 % 7);
