@@ -17,8 +17,7 @@ class DecodeGraphs {
  public:
   // max_rows: the most sequences one recording may hold (the LM head's rows); scratch_block: a KV block for
   // the padding sequences, or -1 to disable recordings.
-  DecodeGraphs(Backend& backend, bool enabled, int max_rows, int max_table_entries, int block_size,
-               int scratch_block);
+  DecodeGraphs(Backend& backend, bool enabled, int max_rows, int max_table_entries, int block_size, int scratch_block);
   ~DecodeGraphs();
   DecodeGraphs(const DecodeGraphs&) = delete;
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;

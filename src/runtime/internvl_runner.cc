@@ -13,9 +13,9 @@ namespace fovea {
 InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backend, const RunnerOptions& opts)
     : model_(std::move(model)), backend_(std::move(backend)), opts_(opts) {
   FOVEA_CHECK(backend_, "runner: no backend");
-  FOVEA_CHECK(opts_.kv_blocks > 0 && opts_.block_size > 0 && opts_.max_step_tokens > 0 &&
-                  opts_.max_step_tiles > 0 && opts_.vision_pool_tiles >= 0 && opts_.max_step_seqs > 0 &&
-                  opts_.max_answer_ids >= 0 && opts_.mlp_rows > 0 && opts_.logits_rows > 0,
+  FOVEA_CHECK(opts_.kv_blocks > 0 && opts_.block_size > 0 && opts_.max_step_tokens > 0 && opts_.max_step_tiles > 0 &&
+                  opts_.vision_pool_tiles >= 0 && opts_.max_step_seqs > 0 && opts_.max_answer_ids >= 0 &&
+                  opts_.mlp_rows > 0 && opts_.logits_rows > 0,
               "runner: bad options");
   const ModelDesc& desc = model_.desc;
   weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_));
@@ -26,8 +26,8 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   kv_ = std::make_unique<KvCache>(
       alloc_kv_cache(desc.llm, *backend_, opts_.kv_blocks + scratch_blocks, opts_.block_size));
   memory_.kv_cache = kv_->bytes;
-  pool_ = std::make_unique<VisionPool>(*backend_, opts_.vision_pool_tiles, desc.vision.tokens_per_tile(),
-                                       desc.llm.hidden);
+  pool_ =
+      std::make_unique<VisionPool>(*backend_, opts_.vision_pool_tiles, desc.vision.tokens_per_tile(), desc.llm.hidden);
   memory_.vision_pool = pool_->bytes();
   vision_ = std::make_unique<VisionEncoder>(desc, weights_->vision, *backend_, opts_.max_step_tiles);
   const int max_seq_len = opts_.max_seq_len > 0 ? opts_.max_seq_len : desc.llm.max_position;
@@ -59,8 +59,8 @@ InternVLRunner::~InternVLRunner() = default;
 
 void InternVLRunner::check_pixels(const Tensor& pixels, size_t index) const {
   const int64_t S = model_.desc.vision.image_size;
-  FOVEA_CHECK(pixels.device == Device::CPU && pixels.dtype == DType::F32 && pixels.rank() == 4 &&
-                  pixels.dim(0) > 0 && pixels.dim(1) == 3 && pixels.dim(2) == S && pixels.dim(3) == S,
+  FOVEA_CHECK(pixels.device == Device::CPU && pixels.dtype == DType::F32 && pixels.rank() == 4 && pixels.dim(0) > 0 &&
+                  pixels.dim(1) == 3 && pixels.dim(2) == S && pixels.dim(3) == S,
               "encode_images: image ", index, " has ", dtype_name(pixels.dtype), " ", shape_str(pixels.shape),
               ", expected a host F32 tensor [tiles, 3, ", S, ", ", S, "]");
 }

@@ -79,8 +79,8 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
 }
 
 Tensor LlmForward::upload_ids(Tensor& buffer, const std::vector<int32_t>& values) {
-  FOVEA_CHECK(int64_t(values.size()) <= buffer.numel(), "llm forward: ", values.size(),
-              " indices exceed a buffer of ", buffer.numel());
+  FOVEA_CHECK(int64_t(values.size()) <= buffer.numel(), "llm forward: ", values.size(), " indices exceed a buffer of ",
+              buffer.numel());
   Tensor dst = buffer.view({buffer.numel()}).rows(0, int64_t(values.size()));
   be_.upload(dst, host_view(values, {int64_t(values.size())}));
   return dst;

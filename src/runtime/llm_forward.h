@@ -22,12 +22,12 @@ struct KvCache {
 KvCache alloc_kv_cache(const LlmConfig& config, Backend& backend, int blocks, int block_size);
 
 struct LlmWorkspaceSizes {
-  int max_tokens = 0;         // rows of every activation
-  int max_seqs = 0;           // chunks per step (and sampled rows)
-  int max_table_entries = 0;  // flattened block-table capacity
-  int max_answer_ids = 0;     // answer ids per sampled chunk
-  int mlp_rows = 0;           // the MLP runs in row slices of this size, bounding its [rows, 2F] workspace
-  int logits_rows = 0;        // the LM head runs on this many sampled rows at a time, bounding [rows, V]
+  int max_tokens = 0;          // rows of every activation
+  int max_seqs = 0;            // chunks per step (and sampled rows)
+  int max_table_entries = 0;   // flattened block-table capacity
+  int max_answer_ids = 0;      // answer ids per sampled chunk
+  int mlp_rows = 0;            // the MLP runs in row slices of this size, bounding its [rows, 2F] workspace
+  int logits_rows = 0;         // the LM head runs on this many sampled rows at a time, bounding [rows, V]
   int block_size = 0;          // KV rows per block
   bool decode_graphs = false;  // replay pure decode steps as recordings where the backend supports them
   int scratch_block = -1;      // a KV block owned by no sequence, for the padding rows of recorded steps
@@ -66,18 +66,18 @@ class LlmForward {
   // Index inputs, uploaded each step into prefixes of these.
   Tensor ids_, positions_, slots_, cu_q_, ctx_len_, block_table_, sample_rows_, answer_ids_;
   // Activations.
-  Tensor x_;        // [T, H] residual stream
-  Tensor normed_;   // [T, H]
-  Tensor qkv_;      // [T, (NH + 2 KV) D]
-  Tensor attn_;     // [T, NH D]
-  Tensor branch_;   // [T, H] attention / MLP output before the residual add
-  Tensor gate_up_;  // [mlp_rows, 2F]
-  Tensor act_;      // [mlp_rows, F]
+  Tensor x_;                                   // [T, H] residual stream
+  Tensor normed_;                              // [T, H]
+  Tensor qkv_;                                 // [T, (NH + 2 KV) D]
+  Tensor attn_;                                // [T, NH D]
+  Tensor branch_;                              // [T, H] attention / MLP output before the residual add
+  Tensor gate_up_;                             // [mlp_rows, 2F]
+  Tensor act_;                                 // [mlp_rows, F]
   Tensor last_x_, last_branch_, last_normed_;  // [max_seqs, H] the sampled rows
-  Tensor logits_;          // [logits_rows, V]
-  Tensor argmax_ids_;      // [logits_rows] I32
-  Tensor answer_logprobs_;  // [logits_rows * max_answer_ids] F32
-  DecodeGraphs graphs_;     // declared last: its recordings reference the buffers above
+  Tensor logits_;                              // [logits_rows, V]
+  Tensor argmax_ids_;                          // [logits_rows] I32
+  Tensor answer_logprobs_;                     // [logits_rows * max_answer_ids] F32
+  DecodeGraphs graphs_;                        // declared last: its recordings reference the buffers above
 };
 
 }  // namespace fovea

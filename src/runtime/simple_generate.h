@@ -14,15 +14,15 @@ struct SimpleGenerateOptions {
   int max_new_tokens = 16;
   // Prompt positions where a new prefill chunk starts (each in (0, prompt size)); empty: one prefill chunk.
   std::vector<int> prefill_splits;
-  bool want_logits = false;          // keep the full logits of every sampled position
-  std::vector<int32_t> stop_ids;     // empty: the model's eos_ids; the stop token is kept in `tokens`
-  std::vector<int32_t> answer_ids;   // log-probs of these after the prompt
+  bool want_logits = false;         // keep the full logits of every sampled position
+  std::vector<int32_t> stop_ids;    // empty: the model's eos_ids; the stop token is kept in `tokens`
+  std::vector<int32_t> answer_ids;  // log-probs of these after the prompt
 };
 
 struct SimpleGenerateResult {
-  std::vector<int32_t> tokens;              // generated ids
-  std::vector<std::vector<float>> logits;   // per generated token, when want_logits
-  std::vector<float> answer_logprobs;       // parallel to answer_ids, for the first generated position
+  std::vector<int32_t> tokens;             // generated ids
+  std::vector<std::vector<float>> logits;  // per generated token, when want_logits
+  std::vector<float> answer_logprobs;      // parallel to answer_ids, for the first generated position
 };
 
 // `prompt` holds image_token_id at every image row; images[k] (host [tiles, 3, S, S] F32) fills the next

@@ -11,8 +11,8 @@ void check_chunk(const SeqChunk& c, size_t index, const StepLimits& limits) {
   FOVEA_CHECK(c.start_pos >= 0, "step: chunk ", index, " starts at position ", c.start_pos);
   const int64_t end = int64_t(c.start_pos) + n;
   const int64_t blocks_needed = (end + limits.block_size - 1) / limits.block_size;
-  FOVEA_CHECK(int64_t(c.block_table.size()) >= blocks_needed, "step: chunk ", index, " covers positions up to ",
-              end, " but its block table has ", c.block_table.size(), " blocks of ", limits.block_size);
+  FOVEA_CHECK(int64_t(c.block_table.size()) >= blocks_needed, "step: chunk ", index, " covers positions up to ", end,
+              " but its block table has ", c.block_table.size(), " blocks of ", limits.block_size);
   for (size_t i = 0; i < size_t(blocks_needed); ++i)
     FOVEA_CHECK(c.block_table[i] >= 0 && c.block_table[i] < limits.kv_blocks, "step: chunk ", index, " block ", i,
                 " is ", c.block_table[i], ", outside the pool of ", limits.kv_blocks);
@@ -32,9 +32,9 @@ void add_vision_segments(const VisionRef& ref, size_t index, int chunk_row, int 
   const std::vector<int>& slots = pool.slots(ref.handle);
   const int per_tile = pool.rows_per_tile();
   const int64_t image_rows = int64_t(slots.size()) * per_tile;
-  FOVEA_CHECK(ref.rows >= 0 && ref.row_begin >= 0 && ref.row_begin + int64_t(ref.rows) <= image_rows,
-              "step: chunk ", index, " takes image rows [", ref.row_begin, ", ", ref.row_begin + ref.rows,
-              ") of an image with ", image_rows);
+  FOVEA_CHECK(ref.rows >= 0 && ref.row_begin >= 0 && ref.row_begin + int64_t(ref.rows) <= image_rows, "step: chunk ",
+              index, " takes image rows [", ref.row_begin, ", ", ref.row_begin + ref.rows, ") of an image with ",
+              image_rows);
   FOVEA_CHECK(ref.chunk_offset >= 0 && ref.chunk_offset + ref.rows <= chunk_tokens, "step: chunk ", index,
               " places image rows at [", ref.chunk_offset, ", ", ref.chunk_offset + ref.rows, ") of ", chunk_tokens,
               " tokens");
@@ -53,8 +53,7 @@ void add_vision_segments(const VisionRef& ref, size_t index, int chunk_row, int 
 StepPlan plan_step(const std::vector<SeqChunk>& chunks, const StepLimits& limits, const VisionPool& pool) {
   StepPlan plan;
   plan.seqs = int(chunks.size());
-  FOVEA_CHECK(plan.seqs <= limits.max_seqs, "step: ", plan.seqs, " chunks, the runner takes at most ",
-              limits.max_seqs);
+  FOVEA_CHECK(plan.seqs <= limits.max_seqs, "step: ", plan.seqs, " chunks, the runner takes at most ", limits.max_seqs);
   int64_t total = 0;
   for (size_t i = 0; i < chunks.size(); ++i) {
     check_chunk(chunks[i], i, limits);
@@ -62,8 +61,8 @@ StepPlan plan_step(const std::vector<SeqChunk>& chunks, const StepLimits& limits
     plan.table_width = std::max(plan.table_width, int(chunks[i].block_table.size()));
   }
   FOVEA_CHECK(total <= limits.max_tokens, "step: ", total, " tokens, the runner takes at most ", limits.max_tokens);
-  FOVEA_CHECK(int64_t(plan.seqs) * plan.table_width <= limits.max_table_entries, "step: block tables of ",
-              plan.seqs, " x ", plan.table_width, " exceed the runner's capacity of ", limits.max_table_entries);
+  FOVEA_CHECK(int64_t(plan.seqs) * plan.table_width <= limits.max_table_entries, "step: block tables of ", plan.seqs,
+              " x ", plan.table_width, " exceed the runner's capacity of ", limits.max_table_entries);
   plan.tokens = int(total);
   plan.cu_q.push_back(0);
   plan.block_table.assign(size_t(plan.seqs) * size_t(plan.table_width), 0);

@@ -26,7 +26,7 @@ struct StepLimits {
   int vocab = 0;
   int block_size = 0;
   int kv_blocks = 0;
-  int max_answer_ids = 0;     // answer ids per sampled chunk
+  int max_answer_ids = 0;  // answer ids per sampled chunk
 };
 
 struct StepPlan {

@@ -45,8 +45,8 @@ class VisionEncoder {
   Tensor mlp_;       // [T * (1 + G*G), M]
   Tensor shuffled_;  // [T * G*G/4, 4C]
   Tensor shuffled_normed_;
-  Tensor hidden_;    // [T * G*G/4, llm hidden]
-  Tensor out_;       // [T * G*G/4, llm hidden]
+  Tensor hidden_;  // [T * G*G/4, llm hidden]
+  Tensor out_;     // [T * G*G/4, llm hidden]
 };
 
 }  // namespace fovea

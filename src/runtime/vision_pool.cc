@@ -4,15 +4,15 @@ namespace fovea {
 
 VisionPool::VisionPool(Backend& backend, int tiles, int rows_per_tile, int hidden)
     : rows_per_tile_(rows_per_tile), tile_free_(size_t(std::max(tiles, 0)), true), free_count_(std::max(tiles, 0)) {
-  FOVEA_CHECK(tiles >= 0 && rows_per_tile > 0 && hidden > 0, "vision pool: bad sizes ", tiles, "x", rows_per_tile,
-              "x", hidden);
+  FOVEA_CHECK(tiles >= 0 && rows_per_tile > 0 && hidden > 0, "vision pool: bad sizes ", tiles, "x", rows_per_tile, "x",
+              hidden);
   storage_ = backend.alloc(backend.compute_dtype(), {int64_t(tiles) * rows_per_tile, hidden});
 }
 
 int64_t VisionPool::acquire(int tiles) {
   FOVEA_CHECK(tiles > 0, "vision pool: an image needs at least one tile");
-  FOVEA_CHECK(tiles <= free_count_, "vision pool: ", tiles, " tiles asked, ", free_count_, " of ",
-              capacity_tiles(), " free");
+  FOVEA_CHECK(tiles <= free_count_, "vision pool: ", tiles, " tiles asked, ", free_count_, " of ", capacity_tiles(),
+              " free");
   std::vector<int> taken;
   for (int slot = 0; slot < capacity_tiles() && int(taken.size()) < tiles; ++slot) {
     if (!tile_free_[size_t(slot)]) continue;

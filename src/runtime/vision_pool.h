@@ -24,7 +24,7 @@ class VisionPool {
   void release(int64_t handle);  // throws on an unknown handle
   bool contains(int64_t handle) const { return images_.count(handle) != 0; }
   const std::vector<int>& slots(int64_t handle) const;  // throws on an unknown handle
-  Tensor slot_rows(int slot) const;  // [rows_per_tile, hidden] view of one slot
+  Tensor slot_rows(int slot) const;                     // [rows_per_tile, hidden] view of one slot
 
  private:
   Tensor storage_;  // [tiles * rows_per_tile, hidden]

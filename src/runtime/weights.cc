@@ -16,8 +16,8 @@ class WeightUploader {
     const Tensor& host = weights_.get(name);
     Tensor expected;
     expected.shape = shape;
-    FOVEA_CHECK(host.numel() == expected.numel(), "weight ", name, " has shape ", shape_str(host.shape),
-                ", expected ", shape_str(shape));
+    FOVEA_CHECK(host.numel() == expected.numel(), "weight ", name, " has shape ", shape_str(host.shape), ", expected ",
+                shape_str(shape));
     auto found = uploaded_.find(host.data);
     if (found != uploaded_.end() && found->second.numel() == expected.numel()) return found->second.view(shape);
     Tensor device = backend_.alloc(backend_.weight_dtype(), shape);

@@ -103,10 +103,10 @@ TEST_F(CpuOps, Norms) {
   be->layer_norm(x, g, b, 1e-5f, y);
   // Row 0: mean 2.5, var 1.25. Row 1: mean 1, var 5.
   const double s0 = 1 / std::sqrt(1.25 + 1e-5), s1 = 1 / std::sqrt(5 + 1e-5);
-  expect_near_all(values(y),
-                  {-1.5 * s0, -0.5 * s0 * 2 + 1, 0.5 * s0, 1.5 * s0 * 0.5 - 1, -3 * s1, -1 * s1 * 2 + 1, 1 * s1,
-                   3 * s1 * 0.5 - 1},
-                  1e-6);
+  expect_near_all(
+      values(y),
+      {-1.5 * s0, -0.5 * s0 * 2 + 1, 0.5 * s0, 1.5 * s0 * 0.5 - 1, -3 * s1, -1 * s1 * 2 + 1, 1 * s1, 3 * s1 * 0.5 - 1},
+      1e-6);
   be->rms_norm(x, g, 1e-6f, y);
   const double r0 = 1 / std::sqrt(30.0 / 4 + 1e-6), r1 = 1 / std::sqrt(24.0 / 4 + 1e-6);
   expect_near_all(values(y), {r0, 4 * r0, 3 * r0, 2 * r0, -2 * r1, 0, 2 * r1, 2 * r1}, 1e-6);

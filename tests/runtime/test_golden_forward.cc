@@ -137,8 +137,8 @@ TEST_P(GoldenForward, ChunkedPrefillMatchesOneChunk) {
   const size_t steps = is_cpu() ? whole.tokens.size() : 1;
   for (size_t i = 0; i < steps; ++i) {
     ASSERT_EQ(chunked.tokens[i], whole.tokens[i]) << "step " << i;
-    const double err = golden::relative_error(chunked.logits[i].data(), whole.logits[i].data(),
-                                              int64_t(whole.logits[i].size()));
+    const double err =
+        golden::relative_error(chunked.logits[i].data(), whole.logits[i].data(), int64_t(whole.logits[i].size()));
     EXPECT_LE(err, is_cpu() ? 1e-5 : 2e-2) << "step " << i;
   }
   expect_matches_reference("t3", chunked, steps);

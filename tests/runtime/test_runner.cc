@@ -35,8 +35,8 @@ class StepPlanTest : public ::testing::Test {
  protected:
   std::unique_ptr<Backend> be = make_cpu_backend();
   VisionPool pool{*be, 4, 4, 2};  // 4 rows per tile
-  StepLimits limits{/*max_tokens=*/32, /*max_seqs=*/4, /*max_table_entries=*/16, /*vocab=*/100,
-                    /*block_size=*/4, /*kv_blocks=*/10, /*max_answer_ids=*/2};
+  StepLimits limits{/*max_tokens=*/32, /*max_seqs=*/4,   /*max_table_entries=*/16, /*vocab=*/100,
+                    /*block_size=*/4,  /*kv_blocks=*/10, /*max_answer_ids=*/2};
 
   static SeqChunk chunk(std::vector<int32_t> tokens, int start, std::vector<int32_t> table) {
     SeqChunk c;
@@ -48,7 +48,7 @@ class StepPlanTest : public ::testing::Test {
 };
 
 TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
-  const int64_t image = pool.acquire(2);  // slots 0, 1: rows 0-3 in slot 0, 4-7 in slot 1
+  const int64_t image = pool.acquire(2);     // slots 0, 1: rows 0-3 in slot 0, 4-7 in slot 1
   SeqChunk a = chunk({1, 2, 3}, 5, {7, 3});  // positions 5..7 -> block 3 rows 1..3
   a.sample = true;
   a.answer_ids = {4, 5};
@@ -83,10 +83,10 @@ TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
 TEST_F(StepPlanTest, RejectsBadChunks) {
   const int64_t image = pool.acquire(1);
   auto fails = [&](SeqChunk c) { EXPECT_THROW(plan_step({c}, limits, pool), Error); };
-  fails(chunk({}, 0, {0}));                 // no tokens
-  fails(chunk({1, 2}, 3, {0}));             // positions 3..4 need 2 blocks
-  fails(chunk({1}, 0, {10}));               // block outside the pool
-  fails(chunk({100}, 0, {0}));              // id outside the vocabulary
+  fails(chunk({}, 0, {0}));      // no tokens
+  fails(chunk({1, 2}, 3, {0}));  // positions 3..4 need 2 blocks
+  fails(chunk({1}, 0, {10}));    // block outside the pool
+  fails(chunk({100}, 0, {0}));   // id outside the vocabulary
   fails(chunk({-1}, 0, {0}));
   fails(chunk(std::vector<int32_t>(33, 1), 0, std::vector<int32_t>(9, 0)));  // more than max_tokens
   SeqChunk bad_image = chunk({1, 2}, 0, {0});
@@ -125,8 +125,8 @@ TEST(VisionRefs, MergeConsecutiveRowsOfOneImage) {
 class DemoRunner : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string((std::filesystem::temp_directory_path() /
-                            ("fovea_runtime_demo_" + std::to_string(::getpid()))).string());
+    dir_ = new std::string(
+        (std::filesystem::temp_directory_path() / ("fovea_runtime_demo_" + std::to_string(::getpid()))).string());
     write_demo_model(*dir_);
   }
   static void TearDownTestSuite() {

@@ -35,19 +35,30 @@ namespace {
 // Reads element i of a host tensor of a float-like dtype as float32.
 float load_as_f32(const Tensor& t, int64_t i) {
   switch (t.dtype) {
-    case DType::F32: return t.ptr<float>()[i];
-    case DType::BF16: return bf16_to_f32(t.ptr<uint16_t>()[i]);
-    case DType::F16: return f16_to_f32(t.ptr<uint16_t>()[i]);
-    default: FOVEA_FAIL("unsupported dtype ", dtype_name(t.dtype));
+    case DType::F32:
+      return t.ptr<float>()[i];
+    case DType::BF16:
+      return bf16_to_f32(t.ptr<uint16_t>()[i]);
+    case DType::F16:
+      return f16_to_f32(t.ptr<uint16_t>()[i]);
+    default:
+      FOVEA_FAIL("unsupported dtype ", dtype_name(t.dtype));
   }
 }
 
 void store_from_f32(Tensor& t, int64_t i, float v) {
   switch (t.dtype) {
-    case DType::F32: t.ptr<float>()[i] = v; break;
-    case DType::BF16: t.ptr<uint16_t>()[i] = f32_to_bf16(v); break;
-    case DType::F16: t.ptr<uint16_t>()[i] = f32_to_f16(v); break;
-    default: FOVEA_FAIL("unsupported dtype ", dtype_name(t.dtype));
+    case DType::F32:
+      t.ptr<float>()[i] = v;
+      break;
+    case DType::BF16:
+      t.ptr<uint16_t>()[i] = f32_to_bf16(v);
+      break;
+    case DType::F16:
+      t.ptr<uint16_t>()[i] = f32_to_f16(v);
+      break;
+    default:
+      FOVEA_FAIL("unsupported dtype ", dtype_name(t.dtype));
   }
 }
 
@@ -57,8 +68,7 @@ bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d =
 
 void CpuBackend::upload(Tensor& dst, const Tensor& host_src) {
   FOVEA_CHECK(dst.device == Device::CPU && host_src.device == Device::CPU, "upload: tensors must be on the host");
-  FOVEA_CHECK(dst.numel() == host_src.numel(), "upload: ", shape_str(host_src.shape), " into ",
-              shape_str(dst.shape));
+  FOVEA_CHECK(dst.numel() == host_src.numel(), "upload: ", shape_str(host_src.shape), " into ", shape_str(dst.shape));
   if (dst.dtype == host_src.dtype) {
     if (dst.nbytes()) std::memmove(dst.data, host_src.data, dst.nbytes());
     return;

@@ -71,8 +71,8 @@ void CpuBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, int
   const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
   const int32_t* slot = slots.ptr<int32_t>();
   for (int64_t t = 0; t < T; ++t)
-    FOVEA_CHECK(slot[t] >= 0 && slot[t] < num_slots, "kv_write: slot ", slot[t], " at ", t, " outside [0, ",
-                num_slots, ")");
+    FOVEA_CHECK(slot[t] >= 0 && slot[t] < num_slots, "kv_write: slot ", slot[t], " at ", t, " outside [0, ", num_slots,
+                ")");
   for (int64_t t = 0; t < T; ++t) {
     const float* row = qkv.ptr<float>() + t * width;
     std::copy_n(row + QD, KVD, cache.k.ptr<float>() + int64_t(slot[t]) * KVD);
@@ -102,8 +102,8 @@ PagedView check_paged_batch(const PagedAttentionBatch& batch, int64_t query_rows
               shape_str(batch.block_table.shape), " for ", S, " sequences");
   PagedView v{batch.cu_q.ptr<int32_t>(), batch.ctx_len.ptr<int32_t>(), batch.block_table.ptr<int32_t>(),
               batch.block_table.dim(1)};
-  FOVEA_CHECK(v.cu_q[0] == 0 && v.cu_q[S] == query_rows, "paged_attention: cu_q spans [", v.cu_q[0], ", ",
-              v.cu_q[S], "), expected [0, ", query_rows, ")");
+  FOVEA_CHECK(v.cu_q[0] == 0 && v.cu_q[S] == query_rows, "paged_attention: cu_q spans [", v.cu_q[0], ", ", v.cu_q[S],
+              "), expected [0, ", query_rows, ")");
   for (int64_t s = 0; s < S; ++s) {
     const int64_t q_len = v.cu_q[s + 1] - v.cu_q[s], ctx = v.ctx_len[s];
     FOVEA_CHECK(q_len >= 0 && ctx >= q_len, "paged_attention: sequence ", s, " has q_len ", q_len, " and ctx_len ",
@@ -124,8 +124,8 @@ PagedView check_paged_batch(const PagedAttentionBatch& batch, int64_t query_rows
 
 void CpuBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,
                                  int heads, int kv_heads, int head_dim, Tensor& out) {
-  FOVEA_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0,
-              "paged_attention: heads ", heads, " not a multiple of kv_heads ", kv_heads);
+  FOVEA_CHECK(heads > 0 && kv_heads > 0 && heads % kv_heads == 0 && head_dim > 0, "paged_attention: heads ", heads,
+              " not a multiple of kv_heads ", kv_heads);
   check_cache(cache, kv_heads, head_dim, "paged_attention");
   const int64_t T = cpu::rows_of(qkv), D = head_dim, QD = int64_t(heads) * D, KVD = int64_t(kv_heads) * D;
   check_matrix(qkv, T, QD + 2 * KVD, "paged_attention", "qkv");
@@ -152,7 +152,7 @@ void CpuBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& b
     for (int64_t i = begin; i < end; ++i) {
       const Task& task = tasks[size_t(i)];
       const int64_t q_len = v.cu_q[task.seq + 1] - v.cu_q[task.seq];
-      const int64_t first_pos = v.ctx_len[task.seq] - q_len;  // position of the sequence's first new token
+      const int64_t first_pos = v.ctx_len[task.seq] - q_len;        // position of the sequence's first new token
       const int64_t visible = first_pos + task.first + task.count;  // cache rows the block's last token sees
       const int32_t* blocks = v.block_table + task.seq * v.max_blocks;
       keys.resize(size_t(visible * D));

@@ -25,8 +25,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
   check_matrix(y, M, N, "linear", "y");
   if (!bias.empty()) check_vector(bias, N, DType::F32, "linear", "bias");
   FOVEA_CHECK(y.data != x.data && y.data != w.data, "linear: y aliases an input");
-  cpu::gemm_nt(x.ptr<float>(), w.ptr<float>(), bias.empty() ? nullptr : bias.ptr<float>(), y.ptr<float>(), M, N,
-               K, act);
+  cpu::gemm_nt(x.ptr<float>(), w.ptr<float>(), bias.empty() ? nullptr : bias.ptr<float>(), y.ptr<float>(), M, N, K,
+               act);
 }
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {

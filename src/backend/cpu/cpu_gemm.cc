@@ -23,9 +23,8 @@ constexpr int kNB = 128;  // columns of y per task (multiple of kNR)
 typedef float v8f __attribute__((vector_size(32)));
 
 // acc[r*kNB + j] += sum_k x_rows[r][k] * panel[k*kNR + j] for r < kMR, j < kNR.
-__attribute__((target_clones("fma", "default"))) void micro_kernel(const float* const* x_rows,
-                                                                            const float* panel, int kc,
-                                                                            float* acc) {
+__attribute__((target_clones("fma", "default"))) void micro_kernel(const float* const* x_rows, const float* panel,
+                                                                   int kc, float* acc) {
   v8f c[kMR][2];
   for (int r = 0; r < kMR; ++r) c[r][0] = c[r][1] = v8f{};
   for (int k = 0; k < kc; ++k) {
@@ -106,8 +105,8 @@ void gemm_nt(const float* x, const float* w, const float* bias, float* y, int64_
   const GemmArgs args{x, w, bias, y, M, N, K, act};
   const int64_t m_blocks = (M + kMB - 1) / kMB;
   const int64_t n_blocks = (N + kNB - 1) / kNB;
-  const double block_flops = 2.0 * double(std::min<int64_t>(M, kMB)) * double(std::min<int64_t>(N, kNB)) *
-                             double(std::max<int64_t>(K, 1));
+  const double block_flops =
+      2.0 * double(std::min<int64_t>(M, kMB)) * double(std::min<int64_t>(N, kNB)) * double(std::max<int64_t>(K, 1));
   auto blocks = [&](int64_t begin, int64_t end) {
     for (int64_t b = begin; b < end; ++b) run_block(args, (b / n_blocks) * kMB, (b % n_blocks) * kNB);
   };

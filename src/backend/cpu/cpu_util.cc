@@ -6,8 +6,7 @@ namespace fovea::cpu {
 
 void check_host(const Tensor& t, DType dtype, const char* op, const char* what) {
   FOVEA_CHECK(t.device == Device::CPU, op, ": ", what, " is not a CPU tensor");
-  FOVEA_CHECK(t.dtype == dtype, op, ": ", what, " has dtype ", dtype_name(t.dtype), ", expected ",
-              dtype_name(dtype));
+  FOVEA_CHECK(t.dtype == dtype, op, ": ", what, " has dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
   FOVEA_CHECK(t.data != nullptr || t.numel() == 0, op, ": ", what, " is empty");
 }
 

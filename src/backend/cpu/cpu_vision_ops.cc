@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_util.h"
 
 namespace fovea {
