@@ -62,13 +62,62 @@ openai::ApiError engine_error(const RequestEvent& event) {
   return e;
 }
 
+// Why submit() refused: a full queue (429), a draining engine (503), or the request itself (400).
+openai::ApiError submit_error(const std::exception& e) {
+  openai::ApiError error;
+  if (is_queue_full_error(e)) {
+    error.status = 429;
+    error.message = "the server is at capacity; retry later";
+    error.type = "rate_limit_error";
+    error.code = "rate_limit_exceeded";
+  } else if (std::string(e.what()).find("not accepting") != std::string::npos) {
+    error.status = 503;
+    error.message = "the server is shutting down";
+    error.type = "server_error";
+    error.code = "unavailable";
+  } else {
+    error.status = 400;
+    error.message = e.what();
+  }
+  return error;
+}
+
 // What has been generated so far.
 struct Accumulated {
   std::string text;
   Json logprobs = Json::array();
   int prompt_tokens = 0;
   int completion_tokens = 0;
+
+  // Adds one event; returns its logprob entries (null unless the client asked for logprobs).
+  Json add(const RequestEvent& ev, const openai::ChatRequest& chat, const openai::TokenText& token_text) {
+    text += ev.text_delta;
+    completion_tokens = std::max(completion_tokens + int(ev.token_delta.size()), ev.completion_tokens);
+    prompt_tokens = std::max(prompt_tokens, ev.prompt_tokens);
+    if (!chat.logprobs) return Json();
+    Json lp = openai::logprob_content(ev.logprob_delta, chat.top_logprobs, token_text);
+    for (const auto& item : lp) logprobs.push_back(item);
+    return lp;
+  }
 };
+
+// The SSE events of one engine event: its delta, and after the final one the finish chunk, the usage chunk
+// (stream_options.include_usage) or the error, then [DONE].
+std::string stream_events(const openai::Completion& c, const openai::ChatRequest& chat, const RequestEvent& ev,
+                          const Json& lp, const Accumulated& acc) {
+  std::string sse;
+  if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
+    sse += http::sse_event(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp).dump());
+  if (!ev.finished) return sse;
+  if (!ev.error.empty()) {
+    sse += http::sse_event(openai::error_json(engine_error(ev)).dump());
+  } else {
+    sse += http::sse_event(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json()).dump());
+    if (chat.include_usage)
+      sse += http::sse_event(openai::usage_chunk_json(c, acc.prompt_tokens, acc.completion_tokens).dump());
+  }
+  return sse + http::sse_event("[DONE]");
+}
 
 }  // namespace
 
@@ -92,21 +141,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
   try {
     request_id = service.submit(std::move(chat.request), [pending](const RequestEvent& e) { pending->push(e); });
   } catch (const std::exception& e) {
-    if (is_queue_full_error(e)) {
-      error.status = 429;
-      error.message = "the server is at capacity; retry later";
-      error.type = "rate_limit_error";
-      error.code = "rate_limit_exceeded";
-    } else if (std::string(e.what()).find("not accepting") != std::string::npos) {
-      error.status = 503;  // the engine is draining: the server is going down
-      error.message = "the server is shutting down";
-      error.type = "server_error";
-      error.code = "unavailable";
-    } else {
-      error.status = 400;
-      error.message = e.what();
-    }
-    return reply_error(ex, error);
+    return reply_error(ex, submit_error(e));
   }
 
   const openai::Completion completion{str("chatcmpl-", started_unix_, "-", next_completion_++), int64_t(std::time(nullptr)),
@@ -131,40 +166,26 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     if (events.empty()) continue;
     std::string sse;
     for (const RequestEvent& ev : events) {
-      acc.text += ev.text_delta;
-      acc.completion_tokens = std::max(acc.completion_tokens + int(ev.token_delta.size()), ev.completion_tokens);
-      acc.prompt_tokens = std::max(acc.prompt_tokens, ev.prompt_tokens);
-      Json lp = chat.logprobs ? openai::logprob_content(ev.logprob_delta, chat.top_logprobs, token_text) : Json();
-      if (chat.logprobs) for (auto& item : lp) acc.logprobs.push_back(item);
-
+      const Json lp = acc.add(ev, chat, token_text);
       if (ev.finished && !ev.error.empty() && !stream_started) return reply_error(ex, engine_error(ev));
+      if (ev.finished && ev.error.empty()) completions_.add(monotonic_seconds());
       if (!chat.stream) {
         if (!ev.finished) continue;
-        completions_.add(monotonic_seconds());
         const Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
                                                   chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
                                                   acc.completion_tokens);
         return reply(ex, 200, "application/json", body.dump());
       }
       if (!stream_started) {
+        // The head waits for the first event, so a request that fails at once still gets its status code.
         stream_started = true;
         count(200);
         if (!ex.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache"})) return cancel();
-        sse += http::sse_event(openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json()).dump());
+        sse += http::sse_event(
+            openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json()).dump());
       }
-      if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
-        sse += http::sse_event(openai::chunk_json(completion, Json{{"content", ev.text_delta}}, "", lp).dump());
+      sse += stream_events(completion, chat, ev, lp, acc);
       if (ev.finished) {
-        if (!ev.error.empty()) {
-          sse += http::sse_event(openai::error_json(engine_error(ev)).dump());
-        } else {
-          completions_.add(monotonic_seconds());
-          sse += http::sse_event(
-              openai::chunk_json(completion, Json::object(), openai::finish_reason_for(ev.finish_reason), Json()).dump());
-          if (chat.include_usage)
-            sse += http::sse_event(openai::usage_chunk_json(completion, acc.prompt_tokens, acc.completion_tokens).dump());
-        }
-        sse += http::sse_event("[DONE]");
         ex.write_chunk(sse);
         ex.end_stream();
         return;
