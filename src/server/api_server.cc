@@ -69,7 +69,7 @@ void ApiServer::reply_error(http::Exchange& ex, const openai::ApiError& error) {
   std::vector<std::string> headers;
   if (error.status == 401) headers.push_back("WWW-Authenticate: Bearer");
   if (error.status == 429 || error.status == 503) headers.push_back("Retry-After: 1");
-  reply(ex, error.status, "application/json", openai::error_json(error).dump(), headers);
+  reply(ex, error.status, "application/json", openai::dump(openai::error_json(error)), headers);
 }
 
 namespace {
@@ -139,12 +139,12 @@ void ApiServer::handle(http::Exchange& ex) {
 void ApiServer::handle_models(http::Exchange& ex, InferenceService& service) {
   const std::string name = model_name(service);
   const std::string& path = ex.request().path;
-  if (path == "/v1/models") return reply(ex, 200, "application/json", openai::models_json(name, started_unix_).dump());
+  if (path == "/v1/models") return reply(ex, 200, "application/json", openai::dump(openai::models_json(name, started_unix_)));
   const std::string asked = path.substr(std::string("/v1/models/").size());
   if (asked != name)
     return reply_error(ex, api_error(404, "the model '" + asked + "' does not exist", "invalid_request_error",
                                      "model_not_found", "model"));
-  reply(ex, 200, "application/json", openai::models_json(name, started_unix_)["data"][0].dump());
+  reply(ex, 200, "application/json", openai::dump(openai::models_json(name, started_unix_)["data"][0]));
 }
 
 }  // namespace fovea

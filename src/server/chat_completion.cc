@@ -107,14 +107,14 @@ std::string stream_events(const openai::Completion& c, const openai::ChatRequest
                           const Json& lp, const Accumulated& acc) {
   std::string sse;
   if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
-    sse += http::sse_event(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp).dump());
+    sse += http::sse_event(openai::dump(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp)));
   if (!ev.finished) return sse;
   if (!ev.error.empty()) {
-    sse += http::sse_event(openai::error_json(engine_error(ev)).dump());
+    sse += http::sse_event(openai::dump(openai::error_json(engine_error(ev))));
   } else {
-    sse += http::sse_event(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json()).dump());
+    sse += http::sse_event(openai::dump(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json())));
     if (chat.include_usage)
-      sse += http::sse_event(openai::usage_chunk_json(c, acc.prompt_tokens, acc.completion_tokens).dump());
+      sse += http::sse_event(openai::dump(openai::usage_chunk_json(c, acc.prompt_tokens, acc.completion_tokens)));
   }
   return sse + http::sse_event("[DONE]");
 }
@@ -174,7 +174,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
         const Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
                                                   chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
                                                   acc.completion_tokens);
-        return reply(ex, 200, "application/json", body.dump());
+        return reply(ex, 200, "application/json", openai::dump(body));
       }
       if (!stream_started) {
         // The head waits for the first event, so a request that fails at once still gets its status code.
@@ -182,7 +182,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
         count(200);
         if (!ex.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache"})) return cancel();
         sse += http::sse_event(
-            openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json()).dump());
+            openai::dump(openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json())));
       }
       sse += stream_events(completion, chat, ev, lp, acc);
       if (ev.finished) {

@@ -330,6 +330,8 @@ Json usage_chunk_json(const Completion& c, int prompt_tokens, int completion_tok
                 {"total_tokens", prompt_tokens + completion_tokens}}}};
 }
 
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 Json models_json(const std::string& model_name, int64_t created) {
   return Json{{"object", "list"},
               {"data", Json::array({Json{{"id", model_name}, {"object", "model"}, {"created", created},

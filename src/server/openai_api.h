@@ -70,6 +70,10 @@ Json usage_chunk_json(const Completion& c, int prompt_tokens, int completion_tok
 
 Json models_json(const std::string& model_name, int64_t created);
 
+// Serialises for the wire. Token texts and error messages may hold invalid UTF-8 (a byte-fallback token alone,
+// a client's file name): it becomes U+FFFD instead of making the response throw.
+std::string dump(const Json& j);
+
 // "stop" / "length" for OpenAI; anything else from the engine maps to "stop".
 std::string finish_reason_for(const std::string& engine_reason);
 

@@ -149,6 +149,16 @@ TEST(OpenAiJson, ResponseShapes) {
   EXPECT_EQ(finish_reason_for("stop"), "stop");
 }
 
+TEST(OpenAiJson, DumpSurvivesInvalidUtf8) {
+  TokenLogprob lp;
+  lp.token = 1;
+  const Json content = logprob_content({lp}, 0, [](int32_t) { return std::string("\xe6", 1); });  // half a character
+  EXPECT_THROW(content.dump(), std::exception);
+  const std::string text = dump(content);
+  EXPECT_NE(text.find("\xef\xbf\xbd"), std::string::npos);  // U+FFFD
+  EXPECT_NE(text.find("\"bytes\":[230]"), std::string::npos);  // the raw byte is still there
+}
+
 TEST(OpenAiJson, LogprobContentTrimsTopList) {
   TokenLogprob lp;
   lp.token = 7;
