@@ -20,7 +20,7 @@ const char* kUsage =
     "usage: fovea serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http:// URLs)  --max-media-bytes N\n"
     "         --remote-timeout-ms N\n"
-    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 64)\n"
+    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
@@ -62,7 +62,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     c.api.http.port = args.get_int("--port", 8000);
     c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
     c.api.http.max_connections = args.get_int("--max-connections", 1024);
-    c.api.http.handler_threads = args.get_int("--threads", 64);
+    c.api.http.handler_threads = args.get_int("--threads", 256);
     c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
     c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);
     c.api.parse.max_images = args.get_int("--max-images", 16);

@@ -21,7 +21,7 @@ namespace fovea::http {
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;             // 0: pick a free port (see HttpServer::port())
-  int handler_threads = 64;    // requests handled at once; more wait for a free handler
+  int handler_threads = 256;   // requests handled at once (each waits on its engine request); more wait
   int max_connections = 1024;  // open connections; beyond this a new one gets 503 and is closed
   Limits limits;
   int header_timeout_ms = 30000;     // to receive a whole request head once its first byte arrived
