@@ -23,7 +23,8 @@ using Clock = std::chrono::steady_clock;
 struct Server::Connection {
   int fd = -1;
   std::string buffer;  // bytes received and not yet parsed (pipelined requests)
-  Clock::time_point idle_since = Clock::now();
+  Clock::time_point idle_since = Clock::now();  // when the last response was sent (or the connection opened)
+  Clock::time_point head_since = Clock::now();  // when the first byte of the pending request head arrived
 };
 
 namespace {
@@ -208,11 +209,12 @@ void Server::give_back(std::unique_ptr<Connection> conn) {
   conn->idle_since = Clock::now();
   {
     std::lock_guard lock(mutex_);
-    if (!conn->buffer.empty()) {
-      ready_.push_back(std::move(conn));  // a pipelined request is already here: no need to poll
+    if (conn->buffer.find("\r\n\r\n") != std::string::npos) {
+      ready_.push_back(std::move(conn));  // a pipelined request head is already here: no need to poll
       work_cv_.notify_one();
       return;
     }
+    conn->head_since = conn->idle_since;  // any partial head left over counts from now
     returned_.push_back(std::move(conn));
   }
   wake_poller();
@@ -242,18 +244,27 @@ void Server::poll_loop() {
     std::vector<std::unique_ptr<Connection>> still_idle;
     const auto now = Clock::now();
     for (size_t i = 0; i < idle.size(); ++i) {
-      const short ev = fds[i + 2].revents;
       auto& conn = idle[i];
-      if (ev & POLLIN) {
-        std::lock_guard lock(mutex_);
-        ready_.push_back(std::move(conn));
-        work_cv_.notify_one();
-      } else if (ev & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) {
-        close_connection(std::move(conn));
-      } else if (now - conn->idle_since > std::chrono::milliseconds(options_.idle_timeout_ms)) {
-        close_connection(std::move(conn));
-      } else {
-        still_idle.push_back(std::move(conn));
+      switch (collect_head(*conn, fds[i + 2].revents, now)) {
+        case HeadState::Complete: {
+          std::lock_guard lock(mutex_);
+          ready_.push_back(std::move(conn));
+          work_cv_.notify_one();
+          break;
+        }
+        case HeadState::Waiting:
+          still_idle.push_back(std::move(conn));
+          break;
+        case HeadState::TimedOut: {
+          const std::string reply = format_response(408, "application/json",
+                                                    error_body("request timed out", "invalid_request_error"), false);
+          send_all(conn->fd, reply.data(), reply.size());
+          close_connection(std::move(conn));
+          break;
+        }
+        case HeadState::Closed:
+          close_connection(std::move(conn));
+          break;
       }
     }
     idle.swap(still_idle);
@@ -280,6 +291,30 @@ void Server::poll_loop() {
     }
   }
   for (auto& c : idle) close_connection(std::move(c));
+}
+
+// Request heads are collected here, without blocking, so that clients trickling bytes do not each hold a
+// handler thread; a connection goes to a handler once its buffer holds a whole head (or more than a head may
+// be, which the parser then refuses).
+Server::HeadState Server::collect_head(Connection& conn, short revents, Clock::time_point now) {
+  if (revents & POLLIN) {
+    char chunk[16 * 1024];
+    const ssize_t n = ::recv(conn.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return HeadState::Closed;
+    if (n > 0) {
+      if (conn.buffer.empty()) conn.head_since = now;
+      conn.buffer.append(chunk, size_t(n));
+    }
+  } else if (revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) {
+    return HeadState::Closed;
+  }
+  if (conn.buffer.find("\r\n\r\n") != std::string::npos || conn.buffer.size() > options_.limits.max_header_bytes)
+    return HeadState::Complete;
+  if (!conn.buffer.empty())
+    return now - conn.head_since > std::chrono::milliseconds(options_.header_timeout_ms) ? HeadState::TimedOut
+                                                                                          : HeadState::Waiting;
+  return now - conn.idle_since > std::chrono::milliseconds(options_.idle_timeout_ms) ? HeadState::Closed
+                                                                                      : HeadState::Waiting;
 }
 
 void Server::worker_loop() {

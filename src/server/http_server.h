@@ -1,9 +1,10 @@
-// A small HTTP/1.1 server over POSIX sockets. One poller thread accepts connections and watches idle keep-alive
-// connections; a fixed pool of handler threads reads one request at a time from a connection that became
-// readable, runs the handler, and gives the connection back to the poller. A handler may stream (chunked
+// A small HTTP/1.1 server over POSIX sockets. One poller thread accepts connections, watches idle keep-alive
+// connections and collects request heads without blocking; a fixed pool of handler threads takes a connection
+// whose head is complete, reads the body, runs the handler, and gives the connection back to the poller. A handler may stream (chunked
 // transfer encoding) and can ask whether the client has gone away, so a long request can be cancelled.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -70,6 +71,8 @@ class Server {
   struct Connection;
 
  private:
+  enum class HeadState { Waiting, Complete, TimedOut, Closed };
+  HeadState collect_head(Connection& conn, short revents, std::chrono::steady_clock::time_point now);
   void poll_loop();
   void worker_loop();
   void serve_connection(std::unique_ptr<Connection> conn);

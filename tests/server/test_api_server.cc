@@ -305,6 +305,23 @@ TEST_F(ApiServerTest, ExpectContinueGetsAnInterimResponse) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+TEST_F(ApiServerTest, ASlowHeadHoldsNoHandlerAndTimesOut) {
+  ApiServerOptions options;
+  options.http.header_timeout_ms = 500;
+  options.http.handler_threads = 1;  // so a slow client holding it would block everyone
+  options.http.port = 0;
+  server_ = std::make_unique<ApiServer>(options);
+  server_->start();
+  server_->set_service(service_);
+  Client slow(server_->port());
+  slow.send("GET /health HTTP/1.1\r\nHost: x\r\n");  // and nothing more
+  Client quick(server_->port());
+  quick.send_request("GET", "/health");
+  EXPECT_EQ(quick.read_response(2000).status, 200);  // the only handler was free
+  EXPECT_EQ(slow.read_response(5000).status, 408);
+  EXPECT_TRUE(slow.closed_by_peer());
+}
+
 TEST_F(ApiServerTest, ConnectionLimitRefusesWith503) {
   ApiServerOptions options;
   options.http.max_connections = 1;
