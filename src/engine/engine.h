@@ -30,6 +30,7 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;    // in addition to the model's EOS ids
   std::vector<std::string> answers;       // when set: log-probs of each answer's first token, per request
   int top_logprobs = 0;                   // OpenAI `logprobs`: 0 none; >0 return that many per token
+  bool ignore_eos = false;                // generate max_tokens even past the model's EOS (benchmarks)
 };
 
 struct Request {
@@ -75,6 +76,7 @@ struct EngineConfig {
   int vision_cache_tiles = 0;     // 0: default size
   int max_queue = 100000;         // submit() refuses beyond this (serve answers 429)
   int max_image_pixels = 0;       // 0: default limit
+  bool cuda_graphs = true;        // replay pure decode steps as CUDA graphs (CUDA backend only)
 };
 
 struct EngineStats {

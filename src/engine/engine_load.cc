@@ -46,6 +46,10 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
                        ? config.kv_blocks
                        : default_kv_blocks(model.desc, *backend, config.block_size, config.max_step_tokens);
   opts.max_answer_ids = kMaxAnswers;
+  // Decode steps are launch-bound on a GPU (hundreds of small kernels for a batch of a few tokens); replaying
+  // them as graphs removes that cost. The CPU backend has no recordings, so the option would only add the
+  // scratch KV block there.
+  opts.decode_graphs = gpu && config.cuda_graphs;
   impl.config.vision_cache_tiles = cache_tiles;
   impl.runner = make_internvl_runner(std::move(model), std::move(backend), opts);
   impl.tokenizer = load_tokenizer(config.model_dir);

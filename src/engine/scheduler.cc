@@ -88,7 +88,7 @@ void Scheduler::add(PreparedRequest request) {
   seq->images = std::move(request.images);
   seq->params = std::move(request.params);
   seq->answer_ids = std::move(request.answer_ids);
-  seq->stop_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
+  if (!seq->params.ignore_eos) seq->stop_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
   seq->stop_ids.insert(seq->stop_ids.end(), seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end());
   seq->rng = Rng(seq->params.seed);
   if (tokenizer_) {
