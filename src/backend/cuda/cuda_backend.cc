@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_stager.h"
 #include "backend/cuda/kernels.h"
 
 namespace fovea {
@@ -25,23 +26,6 @@ void check_on_device(const Tensor& t, const char* what) {
   FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
 }
 
-// Host-side conversion of a float-typed host tensor into `dtype`'s bytes.
-std::vector<uint8_t> convert_host(const Tensor& src, DType dtype) {
-  const int64_t n = src.numel();
-  std::vector<uint8_t> bytes(size_t(n) * dtype_size(dtype));
-  const Tensor f32 = src.dtype == DType::F32 ? src : src.to_f32();
-  const float* in = f32.ptr<float>();
-  if (dtype == DType::F32) {
-    std::memcpy(bytes.data(), in, bytes.size());
-  } else if (dtype == DType::BF16 || dtype == DType::F16) {
-    uint16_t* out = reinterpret_cast<uint16_t*>(bytes.data());
-    for (int64_t i = 0; i < n; ++i) out[i] = dtype == DType::BF16 ? f32_to_bf16(in[i]) : f32_to_f16(in[i]);
-  } else {
-    FOVEA_FAIL("upload: cannot convert ", dtype_name(src.dtype), " to ", dtype_name(dtype));
-  }
-  return bytes;
-}
-
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
 }  // namespace
@@ -57,6 +41,7 @@ CudaBackend::CudaBackend(int device_index)
   attention_workspace_bytes_ = size_t(64) << 20;
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   gemm_ = std::make_unique<LtGemm>(stream_);
+  stager_ = std::make_unique<HostStager>(stream_);
   prepare_attention_kernels();
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -66,6 +51,7 @@ CudaBackend::~CudaBackend() {
     if (graph) cudaGraphExecDestroy(graph);
   gemm_.reset();
   if (stream_) cudaStreamSynchronize(stream_);
+  stager_.reset();  // after the sync: queued copies may still read its pinned memory
   if (error_flag_) cudaFree(error_flag_);
   if (attention_workspace_) cudaFree(attention_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -102,17 +88,15 @@ void CudaBackend::upload(Tensor& dst, const Tensor& host_src) {
   FOVEA_CHECK(host_src.numel() == dst.numel(), "upload: ", shape_str(host_src.shape), " into ",
               shape_str(dst.shape));
   if (dst.numel() == 0) return;
-  if (host_src.dtype == dst.dtype) {
-    FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, host_src.data, dst.nbytes(), cudaMemcpyHostToDevice, stream_));
-  } else {
-    FOVEA_CHECK(is_float(host_src.dtype) && is_float(dst.dtype), "upload: cannot convert ",
-                dtype_name(host_src.dtype), " to ", dtype_name(dst.dtype));
-    const std::vector<uint8_t> bytes = convert_host(host_src, dst.dtype);
-    FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice, stream_));
-    FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `bytes` dies here
-    return;
-  }
-  FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the caller may free host_src on return
+  FOVEA_CHECK(host_src.dtype == dst.dtype || (is_float(host_src.dtype) && is_float(dst.dtype)),
+              "upload: cannot convert ", dtype_name(host_src.dtype), " to ", dtype_name(dst.dtype));
+  FOVEA_CHECK(host_src.data != nullptr, "upload: the host source has no data");
+  // A copy out of pinned memory would be recorded silently and replay whatever the staging holds later.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  FOVEA_CHECK(capture == cudaStreamCaptureStatusNone, "upload: not allowed while recording a graph");
+  // Returns once the source sits in pinned memory (the caller may reuse it); the copies run in stream order.
+  stager_->upload(dst.data, dst.dtype, host_src);
 }
 
 Tensor CudaBackend::download(const Tensor& src) {

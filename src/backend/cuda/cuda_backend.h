@@ -14,6 +14,8 @@
 
 namespace fovea::cuda {
 
+class HostStager;
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device_index);
@@ -72,6 +74,7 @@ class CudaBackend final : public Backend {
   size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
   std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<HostStager> stager_;  // pinned staging of upload(), allocated once
   std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released
 };
 
