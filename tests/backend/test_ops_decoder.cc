@@ -12,7 +12,8 @@ TEST_F(OpsTest, AttentionDense) {
   };
   // 64 and 128 are the tensor-core fast paths, 24/32 the padded ones, 160 and 256 the generic path.
   for (Case c : {Case{2, 1025, 2, 64}, Case{3, 33, 2, 32}, Case{1, 7, 3, 24}, Case{2, 65, 1, 128},
-                 Case{1, 40, 2, 160}, Case{1, 17, 1, 256}, Case{4, 1, 2, 64}}) {
+                 Case{1, 40, 2, 160}, Case{1, 17, 1, 256}, Case{4, 1, 2, 64}, Case{2, 37, 3, 12},
+                 Case{1, 70, 2, 20}}) {
     const int rows = c.batch * c.tokens, width = c.heads * c.head_dim;
     Twin qkv = twin(random_host({rows, 3 * width}, -2.f, 2.f)), out = output({rows, width});
     cpu_->attention_dense(qkv.cpu, c.batch, c.tokens, c.heads, c.head_dim, out.cpu);
@@ -77,7 +78,7 @@ class PagedOpsTest : public OpsTest {
 };
 
 TEST_F(PagedOpsTest, DecodeBatch) {
-  for (int head_dim : {128, 64, 24}) {
+  for (int head_dim : {128, 64, 24, 12, 20}) {
     std::vector<int> ctx = random_ints(6, 1, 300);
     run_case({std::vector<int>(6, 1), ctx, 8, 2, head_dim, 16});
   }
@@ -94,13 +95,15 @@ TEST_F(PagedOpsTest, PrefillAndChunkedPrefill) {
   run_case({{33, 9}, {50, 9}, 4, 1, 16, 8});                          // tiny head dim, MQA
   run_case({{19, 1}, {40, 7}, 2, 2, 32, 16});
   run_case({{12, 1}, {30, 5}, 4, 2, 256, 16});                        // generic path
+  run_case({{45, 1, 9}, {45, 80, 20}, 6, 2, 12, 16});                 // InternLM2 golden head dim, generic path
+  run_case({{30, 2}, {30, 41}, 4, 4, 20, 8});                         // head dim not a multiple of 8
 }
 
 TEST_F(OpsTest, RopeAndKvWrite) {
   struct Case {
     int tokens, heads, kv_heads, head_dim;
   };
-  for (Case c : {Case{9, 4, 2, 64}, Case{33, 32, 8, 128}, Case{5, 2, 1, 24}}) {
+  for (Case c : {Case{9, 4, 2, 64}, Case{33, 32, 8, 128}, Case{5, 2, 1, 24}, Case{7, 4, 2, 12}, Case{6, 3, 1, 20}}) {
     const int width = (c.heads + 2 * c.kv_heads) * c.head_dim;
     const std::string tag = " D=" + std::to_string(c.head_dim);
     Twin qkv = twin(random_host({c.tokens, width})), pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i');

@@ -1,6 +1,7 @@
 // Flash attention for both layouts (see attention_common.cuh): online softmax over 64-key tiles, no score
 // matrix in memory. The tensor-core kernel (attention_mma.cuh) serves head dims up to 128, padded to 32, 64 or
-// 128 with zeros; a SIMT kernel (one warp per query row, below) serves head dims up to 256.
+// 128 with zeros, when head_dim is a multiple of 8 (its cp.async copies move 16-byte chunks); a SIMT kernel
+// (one warp per query row, below) serves every other even head dim up to 256.
 #include <cmath>
 #include <algorithm>
 #include <cstdlib>
@@ -14,8 +15,15 @@
 namespace fovea::cuda {
 namespace {
 
-// Generic path: one warp per (query token, q head); lane l owns dims [8l, 8l + 8). Any head_dim <= 256 that is
-// a multiple of 8. Slow (no data reuse across rows) but simple, and it checks the fast path's indexing.
+// Generic path: one warp per (query token, q head); lane l owns dims [8l, 8l + 8). Any even head_dim <= 256.
+// Slow (no data reuse across rows) but simple, and it checks the fast path's indexing. When head_dim is not a
+// multiple of 8, rows are not 16-byte aligned and a lane's last chunk is partial, so elements load one by one.
+__device__ __forceinline__ void load_dims(const __nv_bfloat16* row, int first, int head_dim, bool vector, float* v) {
+  if (vector) return load_bf16<8>(row + first, v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = first + i < head_dim ? __bfloat162float(row[first + i]) : 0.f;
+}
+
 __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
   const int warp_global = (blockIdx.x * blockDim.x + threadIdx.x) / 32, lane = threadIdx.x % 32;
   const int seq = blockIdx.y;
@@ -24,17 +32,18 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
   const int token = warp_global / p.heads, head = warp_global % p.heads;
   if (token >= span.q_len) return;
   const int kv_head = head / p.group;
-  const bool owns = lane * 8 < p.head_dim;
+  const int first = lane * 8;
+  const bool owns = first < p.head_dim, vector = p.head_dim % 8 == 0;
   float q[8] = {}, acc[8] = {};
-  if (owns) load_bf16<8>(query_ptr(p, span, token, head) + lane * 8, q);
+  if (owns) load_dims(query_ptr(p, span, token, head), first, p.head_dim, vector, q);
   const int limit = min(span.limit(token), span.kv_len - 1);
   float row_max = -INFINITY, row_sum = 0.f;
   for (int pos = 0; pos <= limit; ++pos) {
     const __nv_bfloat16* k_row = kv_ptr(p, span, seq, pos, kv_head, 0);
     const __nv_bfloat16* v_row = kv_ptr(p, span, seq, pos, kv_head, 1);
     float k[8] = {}, v[8] = {};
-    if (owns && k_row) load_bf16<8>(k_row + lane * 8, k);
-    if (owns && v_row) load_bf16<8>(v_row + lane * 8, v);
+    if (owns && k_row) load_dims(k_row, first, p.head_dim, vector, k);
+    if (owns && v_row) load_dims(v_row, first, p.head_dim, vector, v);
     float dot = 0.f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) dot += q[i] * k[i];
@@ -50,7 +59,11 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
   const float inv = row_sum > 0.f ? 1.f / row_sum : 0.f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) acc[i] *= inv;
-  store_bf16<8>(output_ptr(p, span, token, head) + lane * 8, acc);
+  __nv_bfloat16* out = output_ptr(p, span, token, head);
+  if (vector) return store_bf16<8>(out + first, acc);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (first + i < p.head_dim) out[first + i] = __float2bfloat16(acc[i]);
 }
 
 // Two tile configurations, chosen by the 2026-11-29 sweep of six (bench/results/cuda_ops_2026-11-29.md, run 3):
@@ -100,12 +113,15 @@ void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStre
 // Query rows per block of the configuration split-KV runs with: the step's rows of a sequence must fit one tile.
 int split_tile_rows() { return g_forced_variant == 3 ? PrefillConfig<64>::kRows : DecodeConfig<64>::kRows; }
 
+// The tensor-core kernel copies 16-byte chunks of rows: it needs head_dim to be a multiple of 8.
+bool uses_mma(int head_dim) { return head_dim <= 128 && head_dim % 8 == 0; }
+
 // Split-KV decode: a decode step (or a short chunk) over a long context has one row tile per (sequence, KV
 // head), too few blocks to keep the memory system busy; splitting the keys in 256-key pieces multiplies them.
 constexpr int kSplitKeys = 256, kMaxSplits = 32;
 
 int choose_splits(const PagedAttentionArgs& a, int group) {
-  if (a.head_dim > 128 || !a.workspace) return 1;
+  if (!uses_mma(a.head_dim) || !a.workspace) return 1;
   const int64_t rows = int64_t(a.max_q_len) * group;
   if (rows > split_tile_rows() || a.max_ctx_len <= kSplitKeys) return 1;
   const size_t per_split = size_t(a.num_seqs) * a.kv_heads * size_t(rows) * (a.head_dim + 2) * sizeof(float);
@@ -149,7 +165,7 @@ __global__ void combine_splits(AttentionProblem p) {
 
 void launch(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
   if (num_seqs == 0 || max_q_len == 0) return;
-  if (p.head_dim <= 128) return launch_mma(p, num_seqs, max_q_len, stream);
+  if (uses_mma(p.head_dim)) return launch_mma(p, num_seqs, max_q_len, stream);
   const int rows_per_seq = max_q_len * p.heads, threads = 128;
   const dim3 grid(blocks_for(int64_t(rows_per_seq) * 32, threads), num_seqs);
   flash_attention_simt<<<grid, threads, 0, stream>>>(p, rows_per_seq);

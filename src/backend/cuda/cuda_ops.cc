@@ -129,8 +129,8 @@ void CudaBackend::vit_embed(const Tensor& patch_emb, const Tensor& cls, const Te
 }
 
 void CudaBackend::attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) {
-  FOVEA_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256, "attention_dense: head_dim ", head_dim,
-              " (a multiple of 8 up to 256)");
+  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= 256, "attention_dense: head_dim ", head_dim,
+              " (even, up to 256)");
   const int64_t width = int64_t(heads) * head_dim, rows = int64_t(batch) * tokens;
   expect(qkv, DType::BF16, {rows, 3 * width}, "attention_dense qkv");
   expect(out, DType::BF16, {rows, width}, "attention_dense out");
@@ -154,7 +154,7 @@ void CudaBackend::rope(Tensor& qkv, const Tensor& positions, int heads, int kv_h
 
 void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                            KvCacheLayer& cache) {
-  FOVEA_CHECK(head_dim % 8 == 0, "kv_write: head_dim ", head_dim, " must be a multiple of 8");
+  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, "kv_write: head_dim ", head_dim, " must be even");
   const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "kv_write qkv");
   expect_numel(slots, DType::I32, tokens, "kv_write slots");
   FOVEA_CHECK(cache.k.rank() == 4 && cache.k.dim(2) == kv_heads && cache.k.dim(3) == head_dim,
@@ -169,8 +169,8 @@ void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, in
 
 void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,
                                   int heads, int kv_heads, int head_dim, Tensor& out) {
-  FOVEA_CHECK(head_dim > 0 && head_dim % 8 == 0 && head_dim <= 256, "paged_attention: head_dim ", head_dim,
-              " (a multiple of 8 up to 256)");
+  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0 && head_dim <= 256, "paged_attention: head_dim ", head_dim,
+              " (even, up to 256)");
   FOVEA_CHECK(kv_heads > 0 && heads % kv_heads == 0, "paged_attention: ", heads, " heads over ", kv_heads,
               " KV heads");
   const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "paged_attention qkv");

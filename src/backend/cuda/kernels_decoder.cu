@@ -30,13 +30,15 @@ __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rot
   x[pair + half] = __float2bfloat16(b * c + a * s);
 }
 
-// One thread per 8 elements of one token's K or V row (kv_heads * head_dim elements, a multiple of 8).
+// One thread per kChunk elements of one token's K or V row (kv_heads * head_dim elements). kChunk 8 copies
+// 16-byte vectors and needs kv_width to be a multiple of 8 (rows 16-byte aligned); kChunk 1 serves any width.
+template <int kChunk>
 __global__ void kv_write_kernel(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads,
                                 int head_dim, bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag) {
-  const int kv_width = kv_heads * head_dim, chunks = kv_width / 8;
+  const int kv_width = kv_heads * head_dim, chunks = kv_width / kChunk;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(tokens) * 2 * chunks) return;
-  const int c = int(i % chunks) * 8;
+  const int c = int(i % chunks) * kChunk;
   const int which = int((i / chunks) % 2);  // 0: K, 1: V
   const int64_t t = i / (2 * chunks);
   const int slot = slots[t];
@@ -48,7 +50,8 @@ __global__ void kv_write_kernel(const bf16* qkv, const int* slots, int tokens, i
   const int64_t row_width = int64_t(heads + 2 * kv_heads) * head_dim;
   const bf16* src = qkv + t * row_width + int64_t(heads + which * kv_heads) * head_dim + c;
   bf16* dst = (which ? v_cache : k_cache) + int64_t(slot) * kv_width + c;
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  if constexpr (kChunk == 8) *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  else *dst = *src;
 }
 
 template <typename T>
@@ -127,10 +130,16 @@ void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_
 
 void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads, int head_dim,
                      bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag, cudaStream_t stream) {
-  const int64_t work = int64_t(tokens) * 2 * (kv_heads * head_dim / 8);
+  // Every source and destination offset is a multiple of head_dim: 16-byte vectors need head_dim % 8 == 0.
+  const bool vector = head_dim % 8 == 0;
+  const int64_t work = int64_t(tokens) * 2 * (kv_heads * head_dim / (vector ? 8 : 1));
   if (work == 0) return;
-  kv_write_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(qkv, slots, tokens, heads, kv_heads, head_dim,
-                                                                       k_cache, v_cache, num_slots, error_flag);
+  if (vector)
+    kv_write_kernel<8><<<blocks_for(work, kThreads), kThreads, 0, stream>>>(
+        qkv, slots, tokens, heads, kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
+  else
+    kv_write_kernel<1><<<blocks_for(work, kThreads), kThreads, 0, stream>>>(
+        qkv, slots, tokens, heads, kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
