@@ -30,6 +30,7 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;    // in addition to the model's EOS ids
   std::vector<std::string> answers;       // when set: log-probs of each answer's first token, per request
   int top_logprobs = 0;                   // OpenAI `logprobs`: 0 none; >0 return that many per token
+  bool return_first_logits = false;       // final event carries the first token's full float logits (costly)
   bool ignore_eos = false;                // generate max_tokens even past the model's EOS (benchmarks)
 };
 
@@ -57,6 +58,7 @@ struct RequestEvent {
   std::string finish_reason;                   // "stop", "length", "cancelled", "error"
   std::string error;                           // non-empty when the request failed (its own fault or ours)
   std::map<std::string, float> answer_logprobs;  // answer text -> log-prob, when params.answers was set
+  std::vector<float> first_logits;             // [vocab] of the first generated token, when asked (final event)
   int prompt_tokens = 0;
   int completion_tokens = 0;
   double ms = 0.0;                             // submit to finish

@@ -124,7 +124,9 @@ std::vector<SeqChunk> Scheduler::build_chunks(const StepPlan& plan) const {
     chunk.sample = end == int(seq.tokens.size());
     if (chunk.sample) {
       if (seq.generated == 0) chunk.answer_ids = seq.answer_ids;
-      chunk.want_logits = seq.params.temperature > 0.0f || seq.params.top_logprobs > 0;
+      // Downloading [vocab] floats costs; only sampling, log-probs or an explicit ask for them need it.
+      chunk.want_logits = seq.params.temperature > 0.0f || seq.params.top_logprobs > 0 ||
+                          (seq.generated == 0 && seq.params.return_first_logits);
     }
     chunks.push_back(std::move(chunk));
   }

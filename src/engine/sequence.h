@@ -54,6 +54,7 @@ struct Sequence {
   GenerationParams params;
   std::vector<int32_t> answer_ids;
   std::map<std::string, float> answer_logprobs;
+  std::vector<float> first_logits;  // kept until the final event when params.return_first_logits
   std::vector<int32_t> stop_ids;  // model EOS ids + the request's stop ids
   Rng rng{0};
   std::optional<StreamDecoder> decoder;

@@ -19,6 +19,7 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
   if (chunk.want_logits)
     FOVEA_CHECK(int(result.logits.size()) == vocab, "runner returned ", result.logits.size(), " logits, vocab is ",
                 vocab);
+  if (seq.generated == 0 && seq.params.return_first_logits) seq.first_logits = result.logits;
   const int32_t token = seq.params.temperature > 0.0f
                             ? sample_token(result.logits, {seq.params.temperature, seq.params.top_p}, seq.rng)
                             : result.argmax;
@@ -59,6 +60,7 @@ void Scheduler::finish(Sequence& seq, const std::string& reason, const std::stri
   event.finish_reason = reason;
   event.error = error;
   event.answer_logprobs = seq.answer_logprobs;
+  event.first_logits = std::move(seq.first_logits);
   event.prompt_tokens = seq.prompt_len;
   event.completion_tokens = seq.generated;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - seq.submitted).count();

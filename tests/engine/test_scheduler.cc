@@ -380,3 +380,36 @@ TEST(Scheduler, PrefixMatchEndingInsideAnImageFeedsTheRestOfItsRows) {
   EXPECT_EQ(h.tokens[2], alone(second, 1));
   EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
 }
+
+TEST(Scheduler, FirstLogitsOnlyWhenAskedAndOnlyForTheFirstToken) {
+  const PromptSpec spec{text(9), {}, {}};
+  Harness h;
+  PreparedRequest asked = make_request(1, spec, 4);
+  asked.params.return_first_logits = true;
+  h.scheduler.add(std::move(asked));
+  h.scheduler.add(make_request(2, spec, 4));
+  h.run();
+  // The runner was asked for logits exactly once: request 1's first sampled position (prompt end, start_pos 0).
+  int logits_chunks = 0;
+  for (const auto& step : h.runner.steps)
+    for (const auto& c : step.chunks)
+      if (c.want_logits) {
+        ++logits_chunks;
+        EXPECT_EQ(c.start_pos + int(c.tokens.size()), 9) << "logits asked past the first token";
+      }
+  EXPECT_EQ(logits_chunks, 1);
+  ASSERT_EQ(h.finals[1].first_logits.size(), 1000u);  // the fake's vocab
+  EXPECT_TRUE(h.finals[2].first_logits.empty());
+  EXPECT_EQ(h.tokens[1], h.tokens[2]) << "asking for logits must not change greedy output";
+  // The fake's logits are a hash of the last KV row: the same prompt gives the same row, any other does not.
+  Harness other;
+  PreparedRequest again = make_request(3, spec, 1);
+  again.params.return_first_logits = true;
+  other.scheduler.add(std::move(again));
+  PreparedRequest different = make_request(4, PromptSpec{text(9, 50), {}, {}}, 1);
+  different.params.return_first_logits = true;
+  other.scheduler.add(std::move(different));
+  other.run();
+  EXPECT_EQ(other.finals[3].first_logits, h.finals[1].first_logits);
+  EXPECT_NE(other.finals[4].first_logits, h.finals[1].first_logits);
+}
