@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdlib>
+#include <type_traits>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_mma.cuh"
@@ -66,12 +67,16 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
     if (first + i < p.head_dim) out[first + i] = __float2bfloat16(acc[i]);
 }
 
-// Two tile configurations, chosen by the 2026-11-29 sweep of six (bench/results/cuda_ops_2026-11-29.md, run 3):
+// Two tile configurations, chosen by the 2026-11-29 sweeps (bench/results/cuda_ops_2026-11-29.md, runs 3 and 4):
 // 8-warp blocks (128 query rows, 2 stages) were fastest for the ViT and for prefill (200 and 168 TFLOP/s against
 // 159 and 120 for 4-warp blocks); 4-warp blocks with the fast softmax were fastest for split-KV decode (1.9 TB/s
-// against 1.4). FOVEA_CUDA_ATTN_VARIANT=1 or 3 forces one of them everywhere, for benchmarking.
+// against 1.4). At head dim 128 the 8-warp block re-reads Q from shared memory and caps registers at 128 so
+// that two blocks share a multiprocessor (run 4: paged prefill 168 -> 188 TFLOP/s); at head dim 64 the same
+// change was 2% slower for the ViT, so there Q stays in registers. FOVEA_CUDA_ATTN_VARIANT=1 or 3 forces one
+// configuration everywhere, for benchmarking.
 template <int kPad>
-using PrefillConfig = MmaConfig<kPad, 8, 2, true>;
+using PrefillConfig =
+    std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
 template <int kPad>
 using DecodeConfig = MmaConfig<kPad, 4, 2, true>;
 int g_forced_variant = 0;  // 0: by mode; 1: DecodeConfig always; 3: PrefillConfig always
@@ -80,6 +85,10 @@ template <class C>
 void set_smem_limit() {
   FOVEA_CUDA_CHECK(
       cudaFuncSetAttribute(flash_attention_mma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes()));
+  // Two 104 KiB blocks per multiprocessor only fit with the largest shared-memory carveout.
+  if constexpr (C::kQInSmem)
+    FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
 }
 
 template <template <int> class V>

@@ -11,7 +11,8 @@
 
 namespace fovea::cuda {
 
-template <int kPadDim, int kNumWarps, int kNumStages, bool kFastSoftmax, int kMinBlocksPerSm = 0>
+template <int kPadDim, int kNumWarps, int kNumStages, bool kFastSoftmax, int kMinBlocksPerSm = 0,
+          bool kQueriesInSmem = false>
 struct MmaConfig {
   static constexpr int kPad = kPadDim;  // head_dim padded up to 32, 64 or 128 with zeros
   static constexpr int kWarps = kNumWarps;
@@ -24,6 +25,9 @@ struct MmaConfig {
   // Blocks per multiprocessor to cap registers for (0: by default 2 for 8-warp blocks at small head dims, i.e.
   // 128 registers, else no cap).
   static constexpr int kMinBlocks = kMinBlocksPerSm ? kMinBlocksPerSm : (kWarps == 8 && kPad <= 64) ? 2 : 1;
+  // Re-read the Q fragments from shared memory (ldmatrix) at every key tile instead of holding them in
+  // registers: kPad / 4 fewer registers per thread, so that a lower register cap (more blocks per SM) holds.
+  static constexpr bool kQInSmem = kQueriesInSmem;
   static constexpr int smem_bytes() { return (kRows + 2 * kStages * kKeys) * kStride * 2; }
 };
 
@@ -174,9 +178,9 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_attention_mm
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) warp_min_limit = min(warp_min_limit, __shfl_xor_sync(0xffffffffu, warp_min_limit, o));
 
-  uint32_t q_frag[kSteps][4];
+  uint32_t q_frag[C::kQInSmem ? 1 : kSteps][4];
 #pragma unroll
-  for (int k = 0; k < kSteps; ++k) {
+  for (int k = 0; k < (C::kQInSmem ? 0 : kSteps); ++k) {
     const __nv_bfloat16* base = sQ + (warp * 16 + g) * kStride + k * 16 + 2 * t;
     q_frag[k][0] = *reinterpret_cast<const uint32_t*>(base);
     q_frag[k][1] = *reinterpret_cast<const uint32_t*>(base + 8 * kStride);
@@ -202,13 +206,20 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_attention_mm
       float s[kKeyTiles][4] = {};
 #pragma unroll
       for (int k = 0; k < kSteps; ++k) {
+        uint32_t q_use[4];
+        if constexpr (C::kQInSmem) {  // A fragment: matrices (rows 0-7 | 8-15) x (cols 0-7 | 8-15) of the k-step
+          ldmatrix_x4(q_use, sQ + (warp * 16 + (lane & 15)) * kStride + k * 16 + (lane >> 4) * 8);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) q_use[i] = q_frag[k][i];
+        }
 #pragma unroll
         for (int n = 0; n < kKeyTiles; n += 2) {
           // One ldmatrix gives the B fragments of key tiles n and n + 1 for this k-step.
           uint32_t k_frag[4];
           ldmatrix_x4(k_frag, sK + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + k * 16 + ((lane >> 3) & 1) * 8);
-          mma_bf16(s[n], q_frag[k], k_frag[0], k_frag[1]);
-          mma_bf16(s[n + 1], q_frag[k], k_frag[2], k_frag[3]);
+          mma_bf16(s[n], q_use, k_frag[0], k_frag[1]);
+          mma_bf16(s[n + 1], q_use, k_frag[2], k_frag[3]);
         }
       }
       const bool needs_mask = !C::kFast || key0 + C::kKeys - 1 > warp_min_limit;
