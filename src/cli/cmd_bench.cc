@@ -1,10 +1,12 @@
 // fovea bench: runs a workload through the engine and reports QPM, tokens/s, time per stage (EngineStats), and
 // MFU against a GEMM peak measured in the same process; writes JSON and an SVG plot.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <utility>
 
 #include "backend/backend.h"
 #include "cli/command.h"
@@ -29,7 +31,11 @@ const char* kUsage =
     "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)  --max-tiles N\n"
     "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
-    "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n";
+    "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
+    "  --no-cuda-graphs (decode steps op by op)  --decode-reps N (2)\n"
+    "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
+    "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
+    "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
 
 struct UsageError {
   std::string message;
@@ -38,7 +44,7 @@ struct UsageError {
 struct BenchConfig {
   EngineConfig engine;
   std::string photos, images, prompt, json_path, svg_path, save_dir, policy;
-  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2;
+  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2, decode_reps = 2;
   uint64_t seed = 0;
   std::vector<int> gemm;
   double gemm_seconds = 2.0;
@@ -49,7 +55,8 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
-                     "--kv-blocks", "--json", "--svg", "--save-workload", "--help"});
+                     "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--decode-reps",
+                     "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -65,6 +72,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.policy = args.get("--policy", "official");
   if (c.policy != "official" && c.policy != "compact") throw UsageError{"--policy must be official or compact"};
   c.engine.backend = args.get("--backend", "auto");
+  c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");
@@ -77,6 +85,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     c.seed = uint64_t(args.get_int("--seed", 0));
     c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.decode_reps = args.get_int("--decode-reps", 2);
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("--"))};
@@ -89,7 +98,8 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
       throw UsageError{"--gemm needs M,N,K"};
     c.gemm = {m, n, k};
   }
-  if (c.count < 0 || c.max_tokens < 1 || c.concurrency < 1 || c.warmup < 0) throw UsageError{"bad count option"};
+  if (c.count < 0 || c.max_tokens < 1 || c.concurrency < 1 || c.warmup < 0 || c.decode_reps < 1)
+    throw UsageError{"bad count option"};
   return c;
 }
 
@@ -135,6 +145,7 @@ Request make_request(const BenchConfig& c, const WorkloadImage& image) {
   r.images.push_back(ImageInput{image.bytes, image.label});
   r.prompt = c.prompt;
   r.params.max_tokens = c.max_tokens;
+  r.params.ignore_eos = true;  // a fixed workload: output lengths must not depend on the weights
   r.tiling = c.policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
   r.max_tiles = c.max_tiles;
   return r;
@@ -184,6 +195,59 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   return result;
 }
 
+struct PassTime {
+  double seconds = 0;  // wall
+  double llm_ms = 0;   // EngineStats::llm_ms over the pass
+  int fewest_tokens = 0;
+};
+
+// One timed pass of all images with `max_tokens`.
+PassTime timed_pass(const BenchConfig& c, InferenceService& service,
+                                  const std::vector<WorkloadImage>& images, int max_tokens) {
+  BenchConfig pass = c;
+  pass.max_tokens = max_tokens;
+  int fewest = max_tokens;
+  PumpCallbacks cb;
+  cb.make_request = [&](size_t i, Request* r, std::string*) { *r = make_request(pass, images[i]); return true; };
+  cb.on_finished = [&](std::vector<FinishedRequest>& done) {
+    for (const auto& f : done) {
+      FOVEA_CHECK(f.final.error.empty(), "decode pass: ", images[f.index].label, " failed: ", f.final.error);
+      fewest = std::min(fewest, f.final.completion_tokens);
+    }
+  };
+  const double llm_before = service.stats().llm_ms;
+  const double start = now_s();
+  pump_requests(service, images.size(), c.concurrency, cb);
+  return {now_s() - start, service.stats().llm_ms - llm_before, fewest};
+}
+
+// After the main run (which warmed the vision and prefix caches and recorded the decode graphs), the same
+// requests with max_tokens 1 and N, alternating, each pass best of decode_reps: T_N - T_1 is N - 1 steps.
+DecodeMeasure measure_decode(const BenchConfig& c, InferenceService& service,
+                             const std::vector<WorkloadImage>& images) {
+  DecodeMeasure d;
+  d.requests = int(images.size());
+  d.max_tokens = c.max_tokens;
+  d.min_output_tokens = c.max_tokens;
+  d.t1_s = d.tn_s = d.llm_ms_1 = d.llm_ms_n = 1e30;
+  for (int rep = 0; rep < c.decode_reps; ++rep) {
+    const PassTime one = timed_pass(c, service, images, 1);
+    d.t1_s = std::min(d.t1_s, one.seconds);
+    d.llm_ms_1 = std::min(d.llm_ms_1, one.llm_ms);
+    const PassTime n = timed_pass(c, service, images, c.max_tokens);
+    d.tn_s = std::min(d.tn_s, n.seconds);
+    d.llm_ms_n = std::min(d.llm_ms_n, n.llm_ms);
+    d.min_output_tokens = std::min(d.min_output_tokens, n.fewest_tokens);
+  }
+  if (d.min_output_tokens < d.max_tokens)
+    std::fprintf(stderr, "bench: some requests stopped after %d of %d tokens; ms per step is a lower bound\n",
+                 d.min_output_tokens, d.max_tokens);
+  if (d.requests > c.concurrency)
+    std::fprintf(stderr, "bench: %d requests over concurrency %d do not decode as one batch\n", d.requests,
+                 c.concurrency);
+  return d;
+}
+
 int bench_main(const std::vector<std::string>& raw) {
   BenchConfig c;
   try {
@@ -206,6 +270,7 @@ int bench_main(const std::vector<std::string>& raw) {
 
   auto service = make_engine_service(c.engine);
   BenchResult result = run_bench(c, *service, images, desc, text_tokens_around_image(desc, c.engine.model_dir, c.prompt));
+  if (c.max_tokens > 1 && result.failed == 0) result.decode = measure_decode(c, *service, images);
   service->drain();
   result.model = service->model_name();
   result.backend = peak.backend;

@@ -20,6 +20,7 @@ const char* kUsage =
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
+    "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
     "those whose record is an error, which are removed from the output and run again).\n";
 
@@ -39,7 +40,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--help"});
+                     "--retry-failed", "--no-cuda-graphs", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -48,6 +49,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (!args.positional().empty()) throw UsageError{"unexpected argument " + args.positional()[0]};
   RunConfig c;
   c.engine.model_dir = args.get("--model");
+  c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

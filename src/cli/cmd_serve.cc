@@ -24,6 +24,7 @@ const char* kUsage =
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
+    "         --no-cuda-graphs (launch decode steps op by op)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {
@@ -42,7 +43,8 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
-                     "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s", "--help"});
+                     "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
+                     "--no-cuda-graphs", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -51,6 +53,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   ServeConfig c;
   c.engine.model_dir = args.get("--model");
   if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
+  c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");

@@ -52,6 +52,16 @@ nlohmann::ordered_json bench_json(const BenchResult& r) {
   nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
   for (const auto& [t, done] : r.timeline) timeline.push_back({t, done});
   j["timeline"] = timeline;
+  if (r.decode.requests > 0) {
+    const DecodeMeasure& d = r.decode;
+    j["decode"] = {{"requests", d.requests},          {"max_tokens", d.max_tokens},
+                   {"min_output_tokens", d.min_output_tokens}, {"t1_s", d.t1_s},
+                   {"tn_s", d.tn_s},                  {"ms_per_step", d.ms_per_step()},
+                   {"decode_tokens_per_s", d.decode_tokens_per_s()},
+                   {"llm_ms_1", d.llm_ms_1},          {"llm_ms_n", d.llm_ms_n},
+                   {"llm_ms_per_step", d.llm_ms_per_step()},
+                   {"output_tokens_per_s", d.tn_s > 0 ? d.requests * double(d.max_tokens) / d.tn_s : 0.0}};
+  }
   return j;
 }
 
@@ -79,7 +89,17 @@ std::string bench_table(const BenchResult& r) {
                 stages.c_str(), r.gemm.tflops, r.gemm.backend.c_str(), r.gemm.dtype.c_str(), r.gemm.m, r.gemm.n,
                 r.gemm.k, r.achieved_tflops(), 100.0 * r.mfu(), r.flop_floor_qpm(),
                 r.flop_floor_qpm() > 0 ? 100.0 * r.qpm() / r.flop_floor_qpm() : 0.0);
-  return buf;
+  std::string out = buf;
+  if (r.decode.requests > 0) {
+    const DecodeMeasure& d = r.decode;
+    std::snprintf(buf, sizeof buf,
+                  "ms per decode step  %.3f (%d requests x %d tokens: %.3f s, x 1 token: %.3f s; "
+                  "decode %.0f tokens/s; runner alone %.3f ms per step)\n",
+                  d.ms_per_step(), d.requests, d.max_tokens, d.tn_s, d.t1_s, d.decode_tokens_per_s(),
+                  d.llm_ms_per_step());
+    out += buf;
+  }
+  return out;
 }
 
 namespace {

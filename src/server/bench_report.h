@@ -1,5 +1,6 @@
 // What `fovea bench` measured, as a JSON document, a printed table and an SVG plot (written by our own code).
 #pragma once
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,6 +10,23 @@
 #include "server/bench_perf.h"
 
 namespace fovea {
+
+// The decode rate of long outputs: the same requests timed with max_tokens 1 and with max_tokens N (both
+// after a first pass, so caches and recordings are warm for both); their difference is N - 1 decode steps of
+// the whole batch, whatever prefill, preprocessing and submission cost.
+struct DecodeMeasure {
+  int requests = 0;
+  int max_tokens = 0;          // N
+  int min_output_tokens = 0;   // over the N-token pass (N unless a request stopped early)
+  double t1_s = 0, tn_s = 0;   // best wall time of the max_tokens 1 and N passes
+  // Best EngineStats::llm_ms of the same passes: the runner's own step time, without scheduling and
+  // submission gaps (what dominates the wall-time difference for a tiny model on a CPU).
+  double llm_ms_1 = 0, llm_ms_n = 0;
+  int steps() const { return std::max(0, max_tokens - 1); }
+  double ms_per_step() const { return steps() > 0 ? (tn_s - t1_s) * 1e3 / steps() : 0; }
+  double llm_ms_per_step() const { return steps() > 0 ? (llm_ms_n - llm_ms_1) / steps() : 0; }
+  double decode_tokens_per_s() const { return tn_s > t1_s ? requests * double(steps()) / (tn_s - t1_s) : 0; }
+};
 
 struct BenchResult {
   std::string model;
@@ -26,6 +44,7 @@ struct BenchResult {
   GemmPeak gemm;
   std::vector<std::pair<double, int>> timeline;  // (seconds since start, requests finished)
   std::vector<double> latencies_ms;
+  DecodeMeasure decode;  // requests 0: not measured (max_tokens 1)
 
   double qpm() const { return wall_s > 0 ? (requests - failed) * 60.0 / wall_s : 0; }
   double achieved_tflops() const { return wall_s > 0 ? flops.total() / wall_s / 1e12 : 0; }
