@@ -17,7 +17,7 @@ import common  # noqa: E402
 def collect(work):
     data = {key: common.read_json(os.path.join(work, f"{key}.json")) for key in
             ("env", "workload", "gemm", "model", "prompt", "ref", "compare", "steps", "gpu_tests",
-             "bench_fovea")}
+             "bench_fovea", "bench_decode")}
     data["fovea"] = {}
     for name in sorted(os.listdir(work)):
         if name.startswith("fovea_") and name.endswith(".json"):
@@ -156,6 +156,7 @@ def render(data):
                  f"{'-'.join(f(x, '.0f') for x in bf) if bf else 'n/a'} / "
                  f"{'-'.join(f(x, '.0f') for x in f8) if f8 else 'n/a'} TFLOP/s |")
     lines += bench_lines(data.get("bench_fovea"))
+    lines += decode_lines(data.get("bench_decode"))
     for test, result in (data.get("gpu_tests") or {}).items():
         lines.append(f"| GPU test {test} | {result['status']} ({result['seconds']:.0f} s) |")
     steps = data.get("steps") or {}
@@ -179,6 +180,18 @@ def bench_lines(bench):
             f"| ViT + projector, Fovea (fovea bench stage time) | "
             f"{f(vit / tiles if vit is not None and tiles else None, '.3f')} ms/tile |",
             f"| preprocessing, Fovea (fovea bench stage time, summed over threads) | {f(pre)} ms/image |"]
+
+
+def decode_lines(bench):
+    """The long-output row from the fovea_decode step's `fovea bench` JSON (issue 6: target <= 6 ms/step)."""
+    decode = (bench or {}).get("decode")
+    if not decode:
+        return []
+    shape = f"{decode.get('requests')} x {decode.get('max_tokens')} tokens, 1 tile"
+    return [f"| decode ms/step ({shape}) | {f(decode.get('ms_per_step'), '.2f')} ms "
+            f"(runner alone {f(decode.get('llm_ms_per_step'), '.2f')} ms; "
+            f"{f(decode.get('decode_tokens_per_s'), '.0f')} decode tokens/s; "
+            f"fewest tokens per request {decode.get('min_output_tokens')}) |"]
 
 
 def write_outputs(data, out_dir, stem):

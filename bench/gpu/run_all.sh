@@ -8,7 +8,7 @@
 #                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
 #                        [--std 0.02] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact [fovea_fp8] fovea_bench
-#        [gpu_tests] compare report.
+#        [gpu_tests] fovea_decode compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
@@ -62,7 +62,7 @@ mkdir -p "$OUT" "$WORK"
 # Results of an earlier run go; its workload and model stay, so `--skip model` on a warm machine reuses them.
 rm -f "$WORK"/env.json "$WORK"/gemm.json "$WORK"/prompt.json "$WORK"/ref.json "$WORK"/ref_logits.npz \
   "$WORK"/fovea_* "$WORK"/compare.json "$WORK"/steps.json "$WORK"/gpu_tests.json \
-  "$WORK"/bench_fovea.*
+  "$WORK"/bench_fovea.* "$WORK"/bench_decode.*
 LOG=$OUT/log.txt
 : > "$LOG"
 start=$(date +%s)
@@ -128,6 +128,12 @@ step fovea_bench 120 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images
 if [ -n "${FOVEA_GPU_TESTS:-}" ]; then
   step gpu_tests 120 python3 $here/gpu_tests.py --out "$WORK/gpu_tests.json" --timeout 90 $FOVEA_GPU_TESTS
 fi
+# Long outputs (issue 6): 64 one-tile requests x 256 tokens decoding as one batch, EOS ignored; fovea bench times
+# them with max_tokens 1 and 256 and reports (T256 - T1) / 255 as ms per decode step (CUDA graphs on).
+decode_shape="--count 64 --max-tokens 256"; [ "$tiny" = 1 ] && decode_shape="--count 8 --max-tokens 16"
+step fovea_decode 90 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images" --backend $backend $decode_shape \
+  --max-tiles 1 --warmup 0 --gemm-seconds 0.5 --json "$WORK/bench_decode.json" --svg "$WORK/bench_decode.svg" \
+  ${FOVEA_BENCH_ARGS:-}
 step compare 20 python3 $here/compare.py --work "$WORK" --runs "$runs" --out "$WORK/compare.json"
 step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name"
 (cd "$WORK" && tar czf "$OUT/artifacts.tar.gz" --ignore-failed-read ./*.json ./*.jsonl ./*.log \

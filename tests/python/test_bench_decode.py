@@ -4,6 +4,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,12 @@ def test_decode_measure_runs_every_request_to_max_tokens(demo, tmp_path):
     assert decode["llm_ms_per_step"] == pytest.approx((decode["llm_ms_n"] - decode["llm_ms_1"]) / 15, rel=1e-6,
                                                       abs=1e-9)
     assert math.isfinite(decode["decode_tokens_per_s"]) and decode["output_tokens_per_s"] > 0
+    # bench/gpu/report.py turns the same JSON into the table's row (the fovea_decode step of run_all.sh).
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench" / "gpu"))
+    import report
+    rows = report.decode_lines(json.loads((tmp_path / "bench.json").read_text()))
+    assert len(rows) == 1 and rows[0].startswith("| decode ms/step (8 x 16 tokens, 1 tile) | ")
+    assert report.decode_lines({"qpm": 1.0}) == []
 
 
 def test_main_run_ignores_eos_and_single_token_runs_have_no_decode_section(demo, tmp_path):
