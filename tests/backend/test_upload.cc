@@ -2,6 +2,9 @@
 // (so both halves are reused while earlier copies may still be queued), odd element counts (chunks and regions
 // that end mid-way), and every conversion upload() offers, compared bit for bit with the host conversion after
 // download(). The source is overwritten right after each upload(): upload() promises it may be reused.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ops_harness.h"
@@ -129,6 +132,33 @@ TEST_F(OpsTest, UploadRejectsNonFloatConversionAndViewsReachTheirRows) {
   gpu_->upload(middle, row);
   const Tensor back = gpu_->download(whole);
   for (int i = 0; i < 15; ++i) EXPECT_EQ(back.ptr<float>()[i], (i >= 5 && i < 10) ? float(i - 4) : 0.f) << i;
+}
+
+// FOVEA_UPLOAD_PERF=1: prints the wall time of one 48-tile pixel upload (F32 [48,3,448,448], 116 MB) until
+// upload() returns and until the copies are done. Measurement only, no assertion; skipped otherwise.
+TEST_F(OpsTest, UploadPerfPixelsOfOneStep) {
+  if (!std::getenv("FOVEA_UPLOAD_PERF")) GTEST_SKIP() << "set FOVEA_UPLOAD_PERF=1 to time uploads";
+  using Clock = std::chrono::steady_clock;
+  const Shape shape = {48, 3, 448, 448};
+  Tensor host = random_bits(DType::F32, 48 * 3 * 448 * 448, 7).view(shape);
+  for (DType dst_dtype : {DType::F32, DType::BF16}) {
+    Tensor dev = gpu_->alloc(dst_dtype, shape);
+    double returned_ms = 0, done_ms = 0;
+    const int iters = 10;
+    for (int i = -2; i < iters; ++i) {  // two warm-ups
+      gpu_->synchronize();
+      const auto start = Clock::now();
+      gpu_->upload(dev, host);
+      const auto returned = Clock::now();
+      gpu_->synchronize();
+      const auto done = Clock::now();
+      if (i < 0) continue;
+      returned_ms += std::chrono::duration<double, std::milli>(returned - start).count() / iters;
+      done_ms += std::chrono::duration<double, std::milli>(done - start).count() / iters;
+    }
+    std::printf("upload F32 -> %-4s %6.1f MB: %7.3f ms to return, %7.3f ms to complete (%6.1f GB/s of source)\n",
+                dtype_name(dst_dtype), host.nbytes() / 1e6, returned_ms, done_ms, host.nbytes() / done_ms / 1e6);
+  }
 }
 
 }  // namespace

@@ -61,18 +61,28 @@ void convert_elements(const void* src, DType src_dtype, void* dst, DType dst_dty
 }
 
 HostStager::HostStager(cudaStream_t stream) : stream_(stream) {
-  // Portable: usable whatever device is current when the copy runs. No write-combining: the CPU only writes
-  // here, but WC memory makes any accidental read very slow and gains little over cached stores.
-  void* p = nullptr;
-  FOVEA_CUDA_CHECK(cudaHostAlloc(&p, 2 * kHalfBytes, cudaHostAllocPortable));
-  pinned_ = static_cast<uint8_t*>(p);
-  for (cudaEvent_t& event : half_done_) FOVEA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  try {
+    for (cudaEvent_t& event : half_done_) FOVEA_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    // Portable: usable whatever device is current when the copy runs. No write-combining: the CPU only writes
+    // here, but WC memory makes any accidental read very slow and gains little over cached stores.
+    void* p = nullptr;
+    FOVEA_CUDA_CHECK(cudaHostAlloc(&p, 2 * kHalfBytes, cudaHostAllocPortable));
+    pinned_ = static_cast<uint8_t*>(p);
+  } catch (...) {
+    release();  // the destructor does not run for a half-built object
+    throw;
+  }
 }
 
-HostStager::~HostStager() {
-  for (cudaEvent_t event : half_done_)
+HostStager::~HostStager() { release(); }
+
+void HostStager::release() {  // must not throw
+  for (cudaEvent_t& event : half_done_) {
     if (event) cudaEventDestroy(event);
-  if (pinned_) cudaFreeHost(pinned_);  // a destructor must not throw
+    event = nullptr;
+  }
+  if (pinned_) cudaFreeHost(pinned_);
+  pinned_ = nullptr;
 }
 
 uint8_t* HostStager::reserve(size_t bytes) {

@@ -38,6 +38,7 @@ class HostStager {
  private:
   // Pinned space for `bytes` (<= kChunkBytes), switching halves (and waiting) when the current one is full.
   uint8_t* reserve(size_t bytes);
+  void release();  // frees what the constructor took; safe on a half-built object
   // Enqueues the copy of the last reserved region and records the half's event after it.
   void send(uint8_t* staged, void* dst, size_t bytes);
 
