@@ -3,8 +3,10 @@ tiling: first greedy token agreement, also restricted to "decisive" requests (th
 logit gap is more than DECISIVE_MARGIN x the logits' RMS, i.e. beyond bf16 noise), and — on the requests also
 run in float32 — the agreement of each bf16 engine with float32, the yardstick of what bf16 can reach.
 
-Fovea logits, when Fovea can dump them, are read from WORK/fovea_<name>_logits.npz (arrays `ids` [N] and
-`logits` [N, vocab] float32) and compared by relative error ||a - b|| / ||b||.
+Fovea's first-token logits come from `fovea run --dump-logits WORK/fovea_<name>_logits` (fovea_<name>_logits.json
+{"vocab", "rows": {id: row}} + fovea_<name>_logits.f32 rows of vocab float32; an .npz with arrays `ids` [N] and
+`logits` [N, vocab] is read too) and are compared with transformers bf16 and float32 by relative error
+||a - b|| / ||b||, per request, reported as mean and max.
 """
 import argparse
 import os
@@ -61,6 +63,21 @@ def load_npz(path):
         return {k: z[k] for k in z.files}
 
 
+def load_fovea_logits(work, name):
+    """{"ids", "logits"} from fovea run's dump (index + raw rows, memory-mapped), else from an .npz, else None."""
+    import json
+    import numpy as np
+    stem = os.path.join(work, f"fovea_{name}_logits")
+    if os.path.exists(stem + ".json") and os.path.exists(stem + ".f32"):
+        with open(stem + ".json") as f:
+            index = json.load(f)
+        vocab, rows = int(index["vocab"]), index["rows"]
+        table = np.memmap(stem + ".f32", dtype="<f4", mode="r").reshape(-1, vocab)
+        ids = sorted(rows, key=rows.get)
+        return {"ids": ids, "logits": np.asarray(table[[rows[i] for i in ids]], dtype=np.float32)}
+    return load_npz(stem + ".npz")
+
+
 def compare(work, runs):
     ref = common.read_json(os.path.join(work, "ref.json"), {})
     ref_records = ref.get("records", {})
@@ -89,7 +106,7 @@ def compare(work, runs):
             entry["disagreements"] = disagreements(tokens, ref_records)
             if f32_tokens:
                 entry["vs_fp32"] = agreement(tokens, f32_tokens, list(f32_tokens))
-            dump = load_npz(os.path.join(work, f"fovea_{name}_logits.npz"))
+            dump = load_fovea_logits(work, name)
             if dump is not None and logits is not None:
                 entry["logits_rel_err_vs_reference"] = rel_errors(dump["ids"], dump["logits"], logits["ids"],
                                                                   logits["bf16"])

@@ -94,10 +94,14 @@ def effective_timeout(requested):
 def run(args):
     tasks = common.read_jsonl(args.tasks)
     args.timeout = effective_timeout(args.timeout)
-    if os.path.exists(args.output):
-        os.remove(args.output)  # fovea run resumes from an existing output: start clean
+    dumps = [args.dump_logits + ext for ext in (".f32", ".json")] if args.dump_logits else []
+    for path in [args.output] + dumps:
+        if os.path.exists(path):
+            os.remove(path)  # fovea run resumes from an existing output (and logits dump): start clean
     cmd = [args.fovea, "run", "--model", args.model, "--input", args.tasks, "--output", args.output,
            "--backend", args.backend, "--policy", args.policy] + shlex.split(args.extra_args)
+    if args.dump_logits:
+        cmd += ["--dump-logits", args.dump_logits]
     common.log("fovea:", " ".join(shlex.quote(c) for c in cmd))
     sampler, watcher = GpuMemorySampler(), LineWatcher(args.output)
     sampler.start()
@@ -167,6 +171,7 @@ def main():
     p.add_argument("--policy", default="official", choices=["official", "compact"])
     p.add_argument("--extra-args", default="", help="more fovea run options, shell-quoted")
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument("--dump-logits", default="", help="PATH: first-token logits to PATH.f32 + PATH.json")
     args = p.parse_args()
     summary = run(args)
     sys.exit(0 if summary["exit_code"] == 0 and summary["done"] == summary["tasks"] else 1)

@@ -126,7 +126,13 @@ def render(data):
         if entry.get("logits_rel_err_vs_reference"):
             lines.append(f"| Fovea {name} logits rel err vs transformers {dtype} | "
                          f"{entry['logits_rel_err_vs_reference']['mean']:.2e} mean, "
-                         f"{entry['logits_rel_err_vs_reference']['max']:.2e} max |")
+                         f"{entry['logits_rel_err_vs_reference']['max']:.2e} max "
+                         f"({entry['logits_rel_err_vs_reference']['n']} requests) |")
+        if entry.get("logits_rel_err_vs_fp32"):
+            lines.append(f"| Fovea {name} logits rel err vs transformers fp32 | "
+                         f"{entry['logits_rel_err_vs_fp32']['mean']:.2e} mean, "
+                         f"{entry['logits_rel_err_vs_fp32']['max']:.2e} max ({entry['logits_rel_err_vs_fp32']['n']} "
+                         f"requests) |")
         if "vs_fovea_official" in entry:
             lines.append(f"| Fovea {name} vs Fovea official, first token | {pct(entry['vs_fovea_official'])} |")
     lines.append(f"| distinct first tokens (transformers, {compare.get('reference_requests', 0)} requests) | "

@@ -97,10 +97,12 @@ step() {
   return 0
 }
 
-fovea_step() {  # fovea_step NAME POLICY LIMIT EXTRA_ARGS
-  step "fovea_$1" "$3" python3 $here/fovea_run.py --fovea "$FOVEA" --model "$WORK/model" --tasks "$WORK/tasks.jsonl" \
-    --output "$WORK/fovea_$1.jsonl" --summary "$WORK/fovea_$1.json" --log "$WORK/fovea_$1.log" --name "$1" \
-    --backend $backend --policy "$2" --extra-args "${FOVEA_RUN_ARGS:-} $4" --timeout $(( $3 - 15 ))
+fovea_step() {  # fovea_step NAME POLICY LIMIT EXTRA_ARGS [fovea_run.py options...]
+  local run_name=$1 policy=$2 limit=$3 extra=$4; shift 4
+  step "fovea_$run_name" "$limit" python3 $here/fovea_run.py --fovea "$FOVEA" --model "$WORK/model" \
+    --tasks "$WORK/tasks.jsonl" --output "$WORK/fovea_$run_name.jsonl" --summary "$WORK/fovea_$run_name.json" \
+    --log "$WORK/fovea_$run_name.log" --name "$run_name" --backend $backend --policy "$policy" \
+    --extra-args "${FOVEA_RUN_ARGS:-} $extra" --timeout $(( limit - 15 )) "$@"
 }
 
 note "work $WORK, out $OUT, fovea $FOVEA, variant $variant, requests $requests, budget ${budget}s"
@@ -112,7 +114,8 @@ step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$varia
 cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
 step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
   --template "$template" --out "$WORK/prompt.json"
-fovea_step official official 150 ""
+# The official run dumps its first-token logits (200 x vocab floats, ~74 MB) for compare.py's logits error.
+fovea_step official official 150 "" --dump-logits "$WORK/fovea_official_logits"
 step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WORK" --out "$WORK/ref.json" \
   --logits "$WORK/ref_logits.npz" --requests "$ref_requests" --batch "$batch" --device $device \
   --fp32-requests "$fp32_requests" $ref_flags

@@ -36,5 +36,10 @@ assert any(k.startswith("Fovea official") and v["qpm"] for k, v in rows.items())
 assert report["derived"]["floor_qpm_bf16"] > 0
 if not fovea.endswith("fake_fovea.py"):
     assert report["bench_fovea"]["requests"] == 6, report.get("bench_fovea")
+    # Float32 on both sides at tiny shapes: the dumped logits must be close to transformers' (summation order).
+    errs = {k: cmp["runs"]["official"].get(f"logits_rel_err_vs_{k}") for k in ("reference", "fp32")}
+    assert errs["reference"] and errs["reference"]["n"] == 4 and errs["reference"]["max"] < 1e-2, errs
+    assert errs["fp32"] and errs["fp32"]["n"] == 2 and errs["fp32"]["max"] < 1e-2, errs
+    print(f"smoke: logits rel err vs transformers max {errs['reference']['max']:.2e}")
 print(f"smoke: ok (official agreement {official['agree']}/{official['n']}, fovea = {fovea})")
 PY

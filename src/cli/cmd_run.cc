@@ -21,6 +21,8 @@ const char* kUsage =
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
+    "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
+    "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
     "those whose record is an error, which are removed from the output and run again).\n";
 
@@ -40,7 +42,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--help"});
+                     "--retry-failed", "--no-cuda-graphs", "--dump-logits", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -80,6 +82,8 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (c.job.max_tiles < 0) throw UsageError{"--max-tiles must be positive"};
   c.job.progress = !args.has("--quiet");
   c.job.retry_failed = args.has("--retry-failed");
+  c.job.dump_logits_path = args.get("--dump-logits");
+  if (args.has("--dump-logits") && c.job.dump_logits_path.empty()) throw UsageError{"--dump-logits needs a PATH"};
   c.job.progress_terminal = ::isatty(STDERR_FILENO) == 1;
   return c;
 }

@@ -3,8 +3,10 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <memory>
 
 #include "core/error.h"
+#include "server/logits_dump.h"
 #include "server/metrics.h"
 #include "server/progress.h"
 #include "server/request_pump.h"
@@ -92,6 +94,8 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
                  (long long)summary.total, output_path.c_str());
 
   ResultsWriter writer(output_path);
+  std::unique_ptr<LogitsDump> logits_dump;
+  if (!options.dump_logits_path.empty()) logits_dump = std::make_unique<LogitsDump>(options.dump_logits_path);
   Progress progress(int64_t(todo.size()), options.progress_terminal, options.progress_interval_s);
   RateWindow rate(60.0);
   const double start = now_seconds();
@@ -110,17 +114,22 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     request->prompt = task.prompt;
     request->params.max_tokens = task.max_tokens;
     request->params.answers = task.answers;
+    request->params.return_first_logits = logits_dump != nullptr;
     request->tiling = options.tiling;
     request->max_tiles = options.max_tiles;
     return true;
   };
   callbacks.on_finished = [&](std::vector<FinishedRequest>& finished) {
     std::string lines;
+    std::vector<LogitsDump::Row> logit_rows;
     for (const auto& f : finished) {
       const BatchResult result = to_result(*todo[f.index], f);
       summary.failed += !result.error.empty();
       lines += result_line(result);
+      if (logits_dump && result.error.empty() && !f.final.first_logits.empty())
+        logit_rows.push_back({logits_row_key(result.id), &f.final.first_logits});
     }
+    if (logits_dump) logits_dump->append(logit_rows);  // before the results: a done task has its row
     writer.append(lines);  // durable before it counts as done
     summary.ran += int64_t(finished.size());
     rate.add(now_seconds(), int64_t(finished.size()));

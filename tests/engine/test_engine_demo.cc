@@ -2,6 +2,7 @@
 // particular for two different images of the same size behind the same prompt; a repeated image reuses KV.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -104,4 +105,29 @@ TEST(EngineDemo, CorruptImageFailsAloneAndBlocksAreReturned) {
   EXPECT_TRUE(collector.get("text").last.error.empty()) << collector.get("text").last.error;
   EXPECT_EQ(engine.stats().kv_blocks_used, 0);
   EXPECT_EQ(engine.stats().requests_failed, 1);
+}
+
+TEST(EngineDemo, FirstLogitsArgmaxIsTheFirstTokenAndAbsentUnlessAsked) {
+  DemoModelDir dir;
+  Engine engine(demo_config(dir.path(), true));
+  Collector collector;
+  Request asked = make_request(make_bmp(96, 48, 4));
+  asked.params.answers.clear();
+  asked.params.return_first_logits = true;
+  Request plain = asked;
+  plain.params.return_first_logits = false;
+  engine.submit(asked, collector.callback_for("asked"));
+  engine.submit(plain, collector.callback_for("plain"));
+  engine.drain();
+  const Collected a = collector.get("asked");
+  const Collected p = collector.get("plain");
+  ASSERT_TRUE(a.last.error.empty()) << a.last.error;
+  ASSERT_TRUE(p.last.error.empty()) << p.last.error;
+  EXPECT_TRUE(p.last.first_logits.empty());
+  ASSERT_FALSE(a.tokens.empty());
+  const std::vector<float>& logits = a.last.first_logits;
+  ASSERT_GT(logits.size(), size_t(a.tokens[0]));
+  const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+  EXPECT_EQ(best, a.tokens[0]);
+  EXPECT_EQ(a.tokens, p.tokens);
 }
