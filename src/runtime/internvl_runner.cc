@@ -29,7 +29,7 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   pool_ =
       std::make_unique<VisionPool>(*backend_, opts_.vision_pool_tiles, desc.vision.tokens_per_tile(), desc.llm.hidden);
   memory_.vision_pool = pool_->bytes();
-  vision_ = std::make_unique<VisionEncoder>(desc, weights_->vision, *backend_, opts_.max_step_tiles);
+  vision_ = std::make_unique<VisionEncoder>(desc, weights_->vision, *backend_, opts_.max_step_tiles, opts_.vit_graphs);
   const int max_seq_len = opts_.max_seq_len > 0 ? opts_.max_seq_len : desc.llm.max_position;
   const int64_t blocks_per_seq =
       std::min<int64_t>(opts_.kv_blocks, (int64_t(max_seq_len) + opts_.block_size - 1) / opts_.block_size);
@@ -56,6 +56,8 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
 }
 
 InternVLRunner::~InternVLRunner() = default;
+
+int InternVLRunner::vit_recordings() const { return vision_->recordings(); }
 
 void InternVLRunner::check_pixels(const Tensor& pixels, size_t index) const {
   const int64_t S = model_.desc.vision.image_size;

@@ -27,6 +27,9 @@ struct RunnerOptions {
   // Replay pure decode steps of up to logits_rows sequences as recorded op sequences (Backend::graph_*) where
   // the backend supports them. Adds one scratch KV block (not counted in num_kv_blocks()) for padding rows.
   bool decode_graphs = false;
+  // Replay the ViT + projector of a tile batch as a recording per tile-count bucket (VisionEncoder pads the
+  // batch to the bucket). Off by default: not yet measured on a GPU.
+  bool vit_graphs = false;
 };
 
 struct RunnerMemory {
@@ -62,6 +65,7 @@ class InternVLRunner final : public ModelRunner {
   const RunnerMemory& memory() const { return memory_; }
   Backend& backend() { return *backend_; }
   int decode_recordings() const;  // recorded decode buckets so far (0 unless decode_graphs took effect)
+  int vit_recordings() const;     // recorded ViT tile-count buckets so far (0 unless vit_graphs took effect)
 
   // For golden tests: runs ViT + projector on up to max_step_tiles tiles [tiles, 3, S, S] and returns host
   // float32 copies of the ViT's last hidden state [tiles * (1 + G*G), C] and the projector output

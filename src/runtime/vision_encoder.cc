@@ -1,5 +1,7 @@
 #include "runtime/vision_encoder.h"
 
+#include <algorithm>
+
 namespace fovea {
 namespace {
 // mlp1.0 is nn.LayerNorm(4C) with PyTorch's default eps, not the ViT's 1e-6.
@@ -12,8 +14,9 @@ Tensor VisionEncoder::alloc(DType dtype, const Shape& shape) {
   return t;
 }
 
-VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles)
-    : desc_(desc), w_(weights), be_(backend), max_tiles_(max_tiles) {
+VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles,
+                             bool graphs)
+    : desc_(desc), w_(weights), be_(backend), max_tiles_(max_tiles), graphs_(graphs && backend.supports_graphs()) {
   const VisionConfig& v = desc.vision;
   FOVEA_CHECK(max_tiles > 0, "vision encoder: max_tiles must be positive");
   FOVEA_CHECK(v.image_size % v.patch_size == 0 && v.grid() % 2 == 0 && v.hidden % v.heads == 0,
@@ -34,6 +37,17 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   shuffled_normed_ = alloc(act, {shuffled_rows, 4 * C});
   hidden_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
   out_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
+  if (graphs_) be_.fill_zero(pixels_);  // padding tiles must hold finite numbers before any batch wrote them
+}
+
+VisionEncoder::~VisionEncoder() {
+  for (const auto& [tiles, handle] : recordings_) be_.graph_release(handle);
+}
+
+int VisionEncoder::padded_tiles(int tiles) const {
+  if (!graphs_) return tiles;
+  int bucket = tiles <= 4 ? (tiles <= 1 ? 1 : tiles <= 2 ? 2 : 4) : (tiles + 7) / 8 * 8;
+  return std::min(bucket, max_tiles_);
 }
 
 Tensor VisionEncoder::pixels(int tiles) const {
@@ -71,6 +85,29 @@ void VisionEncoder::project(int tiles) {
 }
 
 Tensor VisionEncoder::encode(int tiles) {
+  FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
+  if (!graphs_) {
+    run_ops(tiles);
+  } else {
+    const int padded = padded_tiles(tiles);
+    auto found = recordings_.find(padded);
+    if (found == recordings_.end()) {
+      be_.graph_begin();
+      try {
+        run_ops(padded);
+      } catch (...) {
+        be_.graph_release(be_.graph_end());
+        throw;
+      }
+      found = recordings_.emplace(padded, be_.graph_end()).first;
+    }
+    be_.graph_launch(found->second);
+  }
+  // The real tiles are the first rows of every workspace: their outputs are the first rows of out_.
+  return out_.rows(0, int64_t(tiles) * desc_.vision.tokens_per_tile());
+}
+
+void VisionEncoder::run_ops(int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t G = v.grid();
   Tensor patches = patches_.rows(0, tiles * G * G);
@@ -82,7 +119,6 @@ Tensor VisionEncoder::encode(int tiles) {
   be_.vit_embed(patch_emb, w_.cls, w_.pos, tiles, x);
   for (const VitLayerWeights& layer : w_.layers) vit_layer(layer, tiles);
   project(tiles);
-  return out_.rows(0, int64_t(tiles) * v.tokens_per_tile());
 }
 
 Tensor VisionEncoder::last_hidden(int tiles) const {

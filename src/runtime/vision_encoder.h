@@ -1,7 +1,12 @@
 // InternViT + the mlp1 projector over a batch of tiles, written against Backend. All activations live in
 // workspaces sized for `max_tiles` tiles, allocated at construction; encode() allocates nothing.
+// With `graphs` on a backend that records op sequences (CUDA graphs), a batch is padded to a tile-count
+// bucket (1, 2, 4, then multiples of 8, and max_tiles) and the bucket's recording is replayed: the ~20 launches
+// per layer cost nothing then. Padding is sound because every op is row-wise or (attention) per tile, so the
+// padding tiles (zeros at first, later stale pixels) never reach the real tiles' rows.
 #pragma once
 #include <cstddef>
+#include <map>
 
 #include "backend/backend.h"
 #include "model/model_desc.h"
@@ -11,7 +16,11 @@ namespace fovea {
 
 class VisionEncoder {
  public:
-  VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles);
+  VisionEncoder(const ModelDesc& desc, const VisionWeights& weights, Backend& backend, int max_tiles,
+                bool graphs = false);
+  ~VisionEncoder();
+  VisionEncoder(const VisionEncoder&) = delete;
+  VisionEncoder& operator=(const VisionEncoder&) = delete;
 
   int max_tiles() const { return max_tiles_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
@@ -23,10 +32,14 @@ class VisionEncoder {
   Tensor encode(int tiles);
   // The ViT's last hidden state of the last encode() (CLS included): [tiles * (1 + G*G), C]. For golden tests.
   Tensor last_hidden(int tiles) const;
+  // The tile count a batch of `tiles` runs as: its bucket with graphs, else `tiles`.
+  int padded_tiles(int tiles) const;
+  int recordings() const { return int(recordings_.size()); }
 
  private:
   void vit_layer(const VitLayerWeights& w, int tiles);
   void project(int tiles);
+  void run_ops(int tiles);
   Tensor alloc(DType dtype, const Shape& shape);
 
   const ModelDesc& desc_;
@@ -34,6 +47,8 @@ class VisionEncoder {
   Backend& be_;
   int max_tiles_;
   size_t workspace_bytes_ = 0;
+  bool graphs_ = false;
+  std::map<int, int> recordings_;  // padded tile count -> graph handle
   // Workspaces, each sized for max_tiles; encode() uses row views of them.
   Tensor pixels_;    // [T, 3, S, S] F32
   Tensor patches_;   // [T * G*G, 3*p*p]

@@ -39,8 +39,10 @@ class GoldenForward : public ::testing::TestWithParam<GoldenParam> {
   // float32 CPU must match transformers' float32 closely; bf16 CUDA only roughly.
   double tolerance() const { return is_cpu() ? 1e-4 : 2e-2; }
 
-  // decode_graphs: on the CPU the recordings come from test::RecordingBackend, on CUDA from CUDA graphs.
-  std::unique_ptr<InternVLRunner> make_runner(int max_step_tiles = 4, bool decode_graphs = false) {
+  // decode_graphs, vit_graphs: on the CPU the recordings come from test::RecordingBackend, on CUDA from CUDA
+  // graphs.
+  std::unique_ptr<InternVLRunner> make_runner(int max_step_tiles = 4, bool decode_graphs = false,
+                                              bool vit_graphs = false) {
     const std::string dir = golden::golden_dir() + "/" + GetParam().model + "/" + GetParam().format;
     RunnerOptions opts;
     opts.kv_blocks = 160;
@@ -50,8 +52,9 @@ class GoldenForward : public ::testing::TestWithParam<GoldenParam> {
     opts.vision_pool_tiles = 8;
     opts.max_step_seqs = 8;
     opts.decode_graphs = decode_graphs;
+    opts.vit_graphs = vit_graphs;
     std::unique_ptr<Backend> backend = make_backend(GetParam().backend);
-    if (decode_graphs && is_cpu()) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
+    if ((decode_graphs || vit_graphs) && is_cpu()) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
     return std::make_unique<InternVLRunner>(load_model(dir), std::move(backend), opts);
   }
 
@@ -206,6 +209,32 @@ TEST_P(GoldenForward, BatchedSequencesInOneStep) {
     EXPECT_NEAR(results[0].answer_logprobs[k], want, is_cpu() ? 1e-3 : 0.1) << k;
   }
   for (int64_t h : handles) runner->release_image(h);
+}
+
+TEST_P(GoldenForward, RecordedVisionEncodeMatches) {
+  // max_step_tiles 4: buckets 1, 2, 4. t3 runs padded to 4 tiles, t1 as 1; each bucket is recorded once and
+  // then replayed on new pixels (the padding tile holding zeros, later stale rows).
+  auto runner = make_runner(4, false, /*vit_graphs=*/true);
+  for (const std::string name : {"t3", "t1", "t3", "t1"}) {
+    const CaseInput in = case_input(name);
+    Tensor vit, projected;
+    runner->encode_tiles_for_test(golden::select_tiles(tiles(), in.tiles), &vit, &projected);
+    EXPECT_LE(golden::relative_error(vit, golden::reference(GetParam().model, name + ".vision_features")),
+              tolerance())
+        << name;
+    EXPECT_LE(golden::relative_error(projected, golden::reference(GetParam().model, name + ".projector")),
+              tolerance())
+        << name;
+  }
+  // The engine's path: encode_images into the vision pool.
+  const CaseInput t3 = case_input("t3");
+  const std::vector<int64_t> handles = runner->encode_images(images_of(t3));
+  ASSERT_EQ(handles.size(), 1u);
+  EXPECT_LE(golden::relative_error(runner->image_embedding(handles[0]),
+                                   golden::reference(GetParam().model, "t3.projector")),
+            tolerance());
+  runner->release_image(handles[0]);
+  EXPECT_EQ(runner->vit_recordings(), 2);
 }
 
 TEST_P(GoldenForward, RecordedDecodeStepsMatch) {
