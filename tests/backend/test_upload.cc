@@ -46,10 +46,10 @@ std::vector<uint32_t> expected_bits(const Tensor& src, DType dst_dtype) {
     if (src.dtype == DType::I32 || (src.dtype == DType::F32 && dst_dtype == DType::F32)) {
       std::memcpy(&word, static_cast<const uint8_t*>(src.data) + i * 4, 4);
     } else {
-      const float value = src.dtype == DType::F32    ? src.ptr<float>()[i]
+      const float value = src.dtype == DType::F32   ? src.ptr<float>()[i]
                           : src.dtype == DType::F16 ? f16_to_f32(src.ptr<uint16_t>()[i])
                                                     : bf16_to_f32(src.ptr<uint16_t>()[i]);
-      const float stored = dst_dtype == DType::BF16 ? bf16_to_f32(f32_to_bf16(value))
+      const float stored = dst_dtype == DType::BF16  ? bf16_to_f32(f32_to_bf16(value))
                            : dst_dtype == DType::F16 ? f16_to_f32(f32_to_f16(value))
                                                      : value;
       std::memcpy(&word, &stored, 4);

@@ -43,10 +43,10 @@ class HostStager {
   void send(uint8_t* staged, void* dst, size_t bytes);
 
   cudaStream_t stream_;
-  uint8_t* pinned_ = nullptr;  // 2 * kHalfBytes
+  uint8_t* pinned_ = nullptr;                      // 2 * kHalfBytes
   cudaEvent_t half_done_[2] = {nullptr, nullptr};  // recorded after the latest copy out of each half
-  int half_ = 0;        // the half being filled
-  size_t cursor_ = 0;   // bytes of it already handed out since it was last waited on
+  int half_ = 0;                                   // the half being filled
+  size_t cursor_ = 0;                              // bytes of it already handed out since it was last waited on
   std::mutex mutex_;
 };
 
