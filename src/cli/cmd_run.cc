@@ -21,6 +21,7 @@ const char* kUsage =
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
+    "  --vit-graphs (replay ViT batches as recordings per tile-count bucket too; CUDA only)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
@@ -42,7 +43,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--dump-logits", "--help"});
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--dump-logits", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -52,6 +53,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   RunConfig c;
   c.engine.model_dir = args.get("--model");
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
+  c.engine.vit_graphs = args.has("--vit-graphs");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

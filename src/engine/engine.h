@@ -79,6 +79,7 @@ struct EngineConfig {
   int max_queue = 100000;         // submit() refuses beyond this (serve answers 429)
   int max_image_pixels = 0;       // 0: default limit
   bool cuda_graphs = true;        // replay pure decode steps as CUDA graphs (CUDA backend only)
+  bool vit_graphs = false;        // also replay ViT batches per tile-count bucket (CUDA only; needs cuda_graphs)
 };
 
 struct EngineStats {

@@ -50,6 +50,9 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   // them as graphs removes that cost. The CPU backend has no recordings, so the option would only add the
   // scratch KV block there.
   opts.decode_graphs = gpu && config.cuda_graphs;
+  // Off unless asked: padding to a bucket costs up to 7 tiles of work per batch; only a GPU run tells whether
+  // the launches saved pay for it.
+  opts.vit_graphs = gpu && config.cuda_graphs && config.vit_graphs;
   impl.config.vision_cache_tiles = cache_tiles;
   impl.runner = make_internvl_runner(std::move(model), std::move(backend), opts);
   impl.tokenizer = load_tokenizer(config.model_dir);

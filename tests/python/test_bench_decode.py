@@ -76,3 +76,6 @@ def test_no_cuda_graphs_is_an_option_everywhere(command):
     assert "--no-cuda-graphs" in r.stderr + r.stdout
     bogus = subprocess.run([FOVEA_BIN, command, "--no-such-option", "--help"], capture_output=True, timeout=60)
     assert bogus.returncode == 2
+    if command != "serve":
+        r = subprocess.run([FOVEA_BIN, command, "--vit-graphs", "--help"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and "--vit-graphs" in r.stderr + r.stdout
