@@ -128,7 +128,8 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
 }
 
 void LlmForward::upload_inputs(const StepPlan& plan) {
-  // Every input goes up before the first op: an upload waits for the device, so none happens mid-step.
+  // Every input goes up before the first op. Uploads are stream-ordered (pinned staging, cudaMemcpyAsync on the
+  // backend stream), so they land after the previous step's kernels have read these buffers.
   upload_ids(ids_, plan.ids);
   upload_ids(positions_, plan.positions);
   upload_ids(slots_, plan.slots);
