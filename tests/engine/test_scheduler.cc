@@ -413,3 +413,30 @@ TEST(Scheduler, FirstLogitsOnlyWhenAskedAndOnlyForTheFirstToken) {
   EXPECT_EQ(other.finals[3].first_logits, h.finals[1].first_logits);
   EXPECT_NE(other.finals[4].first_logits, h.finals[1].first_logits);
 }
+
+TEST(Scheduler, IgnoreEosGeneratesMaxTokens) {
+  // A model whose EOS is the third greedy token: a plain request stops there, an ignore_eos one (benchmarks'
+  // fixed-length outputs) runs to max_tokens; stop_token_ids still stop it.
+  const PromptSpec spec{text(7), {}, {}};
+  const std::vector<int32_t> greedy = alone(spec, 6);
+  FakeRunnerConfig rc;
+  ModelDesc desc = FakeRunner().desc();
+  desc.eos_ids = {greedy[2]};
+  rc.desc = desc;
+  Harness h(rc);
+  h.scheduler.add(make_request(1, spec, 6));
+  PreparedRequest ignoring = make_request(2, spec, 6);
+  ignoring.params.ignore_eos = true;
+  h.scheduler.add(std::move(ignoring));
+  PreparedRequest stopping = make_request(3, spec, 6);
+  stopping.params.ignore_eos = true;
+  stopping.params.stop_token_ids = {greedy[3]};
+  h.scheduler.add(std::move(stopping));
+  h.run();
+  EXPECT_EQ(h.finals[1].finish_reason, "stop");
+  EXPECT_EQ(h.tokens[1], std::vector<int32_t>(greedy.begin(), greedy.begin() + 3));
+  EXPECT_EQ(h.finals[2].finish_reason, "length");
+  EXPECT_EQ(h.tokens[2], greedy);
+  EXPECT_EQ(h.finals[3].finish_reason, "stop");
+  EXPECT_EQ(h.tokens[3], std::vector<int32_t>(greedy.begin(), greedy.begin() + 4));
+}
