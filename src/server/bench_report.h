@@ -16,9 +16,9 @@ namespace fovea {
 // the whole batch, whatever prefill, preprocessing and submission cost.
 struct DecodeMeasure {
   int requests = 0;
-  int max_tokens = 0;          // N
-  int min_output_tokens = 0;   // over the N-token pass (N unless a request stopped early)
-  double t1_s = 0, tn_s = 0;   // best wall time of the max_tokens 1 and N passes
+  int max_tokens = 0;         // N
+  int min_output_tokens = 0;  // over the N-token pass (N unless a request stopped early)
+  double t1_s = 0, tn_s = 0;  // best wall time of the max_tokens 1 and N passes
   // Best EngineStats::llm_ms of the same passes: the runner's own step time, without scheduling and
   // submission gaps (what dominates the wall-time difference for a tiny model on a CPU).
   double llm_ms_1 = 0, llm_ms_n = 0;
