@@ -20,7 +20,8 @@ def collect(work):
              "bench_fovea", "bench_decode")}
     data["fovea"] = {}
     for name in sorted(os.listdir(work)):
-        if name.startswith("fovea_") and name.endswith(".json"):
+        # fovea_<run>.json summaries; fovea_<run>_logits.json is a logits dump's index, not a run
+        if name.startswith("fovea_") and name.endswith(".json") and not name.endswith("_logits.json"):
             data["fovea"][name[len("fovea_"):-len(".json")]] = common.read_json(os.path.join(work, name))
     data["derived"] = derive(data)
     return data

@@ -8,7 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 shared=${SHARED:-../shared}
 fovea=${FOVEA_BIN:-build/fovea}
-if ! { [ -x "$fovea" ] && "$fovea" 2>&1 | grep -q '^  run ' && "$fovea" 2>&1 | grep -q '^  tokenize '; }; then
+# The help text is captured first: `fovea | grep -q` under pipefail fails whenever grep exits before fovea writes.
+commands=$([ -x "$fovea" ] && "$fovea" 2>&1 || true)
+if ! { grep -q '^  run ' <<<"$commands" && grep -q '^  tokenize ' <<<"$commands"; }; then
   echo "smoke: $fovea lacks run/tokenize; using the fake" >&2
   fovea=bench/gpu/testing/fake_fovea.py
 fi
@@ -35,7 +37,7 @@ rows = {r["engine"]: r for r in report["derived"]["rows"]}
 assert any(k.startswith("Fovea official") and v["qpm"] for k, v in rows.items()), rows
 assert report["derived"]["floor_qpm_bf16"] > 0
 if not fovea.endswith("fake_fovea.py"):
-    assert report["bench_fovea"]["requests"] == 6, report.get("bench_fovea")
+    assert report["bench_fovea"]["requests"] > 0, report.get("bench_fovea")  # run_all.sh sets its --count
     # Float32 on both sides at tiny shapes: the dumped logits must be close to transformers' (summation order).
     errs = {k: cmp["runs"]["official"].get(f"logits_rel_err_vs_{k}") for k in ("reference", "fp32")}
     assert errs["reference"] and errs["reference"]["n"] == 4 and errs["reference"]["max"] < 1e-2, errs
