@@ -108,6 +108,10 @@ def compare(work, runs):
                 entry["vs_fp32"] = agreement(tokens, f32_tokens, list(f32_tokens))
             dump = load_fovea_logits(work, name)
             if dump is not None and logits is not None:
+                # The dump must agree with the run's own tokens: a misread logits buffer shows up here first.
+                rows_argmax = {str(i): int(row.argmax()) for i, row in zip(dump["ids"], dump["logits"])}
+                entry["logits_argmax_is_token"] = agreement(rows_argmax, {str(k): v for k, v in tokens.items()},
+                                                            list(rows_argmax))
                 entry["logits_rel_err_vs_reference"] = rel_errors(dump["ids"], dump["logits"], logits["ids"],
                                                                   logits["bf16"])
                 if len(logits["f32_ids"]):

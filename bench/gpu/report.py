@@ -129,6 +129,9 @@ def render(data):
                          f"{entry['logits_rel_err_vs_reference']['mean']:.2e} mean, "
                          f"{entry['logits_rel_err_vs_reference']['max']:.2e} max "
                          f"({entry['logits_rel_err_vs_reference']['n']} requests) |")
+        if entry.get("logits_argmax_is_token"):
+            lines.append(f"| Fovea {name} dumped logits: argmax = its first token | "
+                         f"{pct(entry['logits_argmax_is_token'])} |")
         if entry.get("logits_rel_err_vs_fp32"):
             lines.append(f"| Fovea {name} logits rel err vs transformers fp32 | "
                          f"{entry['logits_rel_err_vs_fp32']['mean']:.2e} mean, "

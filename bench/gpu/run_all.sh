@@ -12,7 +12,8 @@
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
-#      "fp8", with these options), FOVEA_BENCH_ARGS (more `fovea bench` options).
+#      "fp8", with these options), FOVEA_BENCH_ARGS (more `fovea bench` options), FOVEA_DUMP_LOGITS=0 (the
+#      official run does not dump its first-token logits; compare.py then reports no logits error).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/gpu
@@ -114,8 +115,11 @@ step model 200 python3 $here/make_model.py --out "$WORK/model" --variant "$varia
 cp -f "$WORK/model/model.json" "$WORK/model.json" 2>/dev/null
 step prompt 30 python3 $here/prompt_ids.py --fovea "$FOVEA" --tokenizer "$WORK/model" --variant "$variant" \
   --template "$template" --out "$WORK/prompt.json"
-# The official run dumps its first-token logits (200 x vocab floats, ~74 MB) for compare.py's logits error.
-fovea_step official official 150 "" --dump-logits "$WORK/fovea_official_logits"
+# The official run dumps its first-token logits (200 x vocab floats, ~74 MB) for compare.py's logits error;
+# FOVEA_DUMP_LOGITS=0 turns that off.
+dump_logits=()
+[ "${FOVEA_DUMP_LOGITS:-1}" = 0 ] || dump_logits=(--dump-logits "$WORK/fovea_official_logits")
+fovea_step official official 150 "" "${dump_logits[@]}"
 step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WORK" --out "$WORK/ref.json" \
   --logits "$WORK/ref_logits.npz" --requests "$ref_requests" --batch "$batch" --device $device \
   --fp32-requests "$fp32_requests" $ref_flags

@@ -42,6 +42,8 @@ if not fovea.endswith("fake_fovea.py"):
     errs = {k: cmp["runs"]["official"].get(f"logits_rel_err_vs_{k}") for k in ("reference", "fp32")}
     assert errs["reference"] and errs["reference"]["n"] == 4 and errs["reference"]["max"] < 1e-2, errs
     assert errs["fp32"] and errs["fp32"]["n"] == 2 and errs["fp32"]["max"] < 1e-2, errs
+    consistent = cmp["runs"]["official"]["logits_argmax_is_token"]
+    assert consistent["n"] == 6 and consistent["agree"] == 6, consistent
     print(f"smoke: logits rel err vs transformers max {errs['reference']['max']:.2e}")
 print(f"smoke: ok (official agreement {official['agree']}/{official['n']}, fovea = {fovea})")
 PY
