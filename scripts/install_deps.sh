@@ -13,5 +13,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ "${1:-}" = "--test" ]; then
   # Test-only references: Pillow (pixel oracle), numpy, the openai client, pytest. Small wheels, no torch.
-  python3 -m pip install -q --disable-pip-version-check pillow numpy openai pytest 2>&1 | grep -v "WARNING: Running pip as" || true
+  # Debian's own python3 is "externally managed" (PEP 668): there pip needs --break-system-packages.
+  wheels=(pillow numpy openai pytest)
+  if ! python3 -c 'import PIL, numpy, openai, pytest' 2>/dev/null; then
+    export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+    python3 -m pip install -q "${wheels[@]}" 2>/dev/null ||
+      python3 -m pip install -q --break-system-packages "${wheels[@]}"
+  fi
 fi
