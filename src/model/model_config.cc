@@ -68,6 +68,19 @@ void check_rope_scaling(const JsonSection& s) {
               "' is not supported (only InternLM2's dynamic NTK, which is a no-op inside max_position_embeddings)");
 }
 
+// The ViT's shape and norm, spelled the same way in both formats' vision_config.
+void read_vision_shape(const JsonSection& vis, VisionConfig* v) {
+  v->hidden = vis.get_int("hidden_size");
+  v->layers = vis.get_int("num_hidden_layers");
+  v->heads = vis.get_int("num_attention_heads");
+  v->mlp = vis.get_int("intermediate_size");
+  v->image_size = vis.get_square("image_size", 448);
+  v->patch_size = vis.get_square("patch_size", 14);
+  v->norm_eps = float(vis.get_double("layer_norm_eps", 1e-6));
+  const std::string norm = vis.get_string("norm_type", "layer_norm");
+  FOVEA_CHECK(norm == "layer_norm", vis.where, ".norm_type '", norm, "' is not supported (layer_norm only)");
+}
+
 ChatTemplateKind template_from_name(const std::string& name, const std::string& where) {
   if (name == "internlm2-chat") return ChatTemplateKind::InternLM2Chat;
   if (name == "internvl2_5") return ChatTemplateKind::InternVL2_5;
@@ -99,18 +112,10 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
 
   const JsonSection vis = root.child("vision_config");
   VisionConfig& v = d->vision;
-  v.hidden = vis.get_int("hidden_size");
-  v.layers = vis.get_int("num_hidden_layers");
-  v.heads = vis.get_int("num_attention_heads");
-  v.mlp = vis.get_int("intermediate_size");
-  v.image_size = vis.get_square("image_size", 448);
-  v.patch_size = vis.get_square("patch_size", 14);
-  v.norm_eps = float(vis.get_double("layer_norm_eps", 1e-6));
+  read_vision_shape(vis, &v);
   v.qkv_bias = vis.get_bool("qkv_bias", true);
   FOVEA_CHECK(!vis.get_bool("qk_normalization", false), vis.where,
               ".qk_normalization is true (InternViT-6B style q/k norm): not supported");
-  const std::string norm = vis.get_string("norm_type", "layer_norm");
-  FOVEA_CHECK(norm == "layer_norm", vis.where, ".norm_type '", norm, "' is not supported (layer_norm only)");
   const std::string act = vis.get_string("hidden_act", "gelu");
   FOVEA_CHECK(act == "gelu", vis.where, ".hidden_act '", act, "' is not supported (gelu only)");
   const int forced = root.get_int("force_image_size", v.image_size);
@@ -151,18 +156,10 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
 
   const JsonSection vis = root.child("vision_config");
   VisionConfig& v = d->vision;
-  v.hidden = vis.get_int("hidden_size");
-  v.layers = vis.get_int("num_hidden_layers");
-  v.heads = vis.get_int("num_attention_heads");
-  v.mlp = vis.get_int("intermediate_size");
-  v.image_size = vis.get_square("image_size", 448);
-  v.patch_size = vis.get_square("patch_size", 14);
-  v.norm_eps = float(vis.get_double("layer_norm_eps", 1e-6));
+  read_vision_shape(vis, &v);
   v.qkv_bias = vis.get_bool("attention_bias", false);
   FOVEA_CHECK(!vis.get_bool("use_qk_norm", false), vis.where,
               ".use_qk_norm is true (InternViT-6B style q/k norm): not supported");
-  const std::string norm = vis.get_string("norm_type", "layer_norm");
-  FOVEA_CHECK(norm == "layer_norm", vis.where, ".norm_type '", norm, "' is not supported (layer_norm only)");
   FOVEA_CHECK(vis.get_bool("use_mean_pooling", true), vis.where,
               ".use_mean_pooling false (a final ViT LayerNorm) is not supported");
   FOVEA_CHECK(vis.get_bool("use_absolute_position_embeddings", true), vis.where,
