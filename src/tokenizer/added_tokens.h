@@ -47,6 +47,17 @@ class AddedTokens {
     if (plain_start < text.size()) on_text(text.substr(plain_start));
   }
 
+  // Appends the ids of `text` to `ids`: plain text through encode_plain(segment, ids); added tokens are cut out
+  // first only when allow_special (user text keeps "<|im_end|>" as plain text).
+  template <typename EncodePlain>
+  void encode(std::string_view text, bool allow_special, std::vector<int32_t>& ids, EncodePlain encode_plain) const {
+    if (!allow_special) {
+      encode_plain(text, ids);
+      return;
+    }
+    split(text, [&](std::string_view plain) { encode_plain(plain, ids); }, [&](int32_t id) { ids.push_back(id); });
+  }
+
   const AddedToken* find_id(int32_t id) const;
   int32_t find_text(std::string_view text) const;  // -1 when absent
   int32_t max_id() const { return max_id_; }

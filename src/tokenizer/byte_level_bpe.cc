@@ -166,12 +166,9 @@ void ByteLevelBpe::encode_plain(std::string_view raw, std::vector<int32_t>& out)
 std::vector<int32_t> ByteLevelBpe::encode(const std::string& text, bool allow_special) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
-  if (!allow_special) {
-    encode_plain(text, ids);
-    return ids;
-  }
-  added_.split(
-      text, [&](std::string_view plain) { encode_plain(plain, ids); }, [&](int32_t id) { ids.push_back(id); });
+  added_.encode(text, allow_special, ids, [this](std::string_view plain, std::vector<int32_t>& out) {
+    encode_plain(plain, out);
+  });
   return ids;
 }
 
