@@ -1,6 +1,7 @@
 // Engine(config): load the checkpoint, pick the backend, size the runner's pools from the config, read the
 // tokenizer. Kept apart from engine.cc so that the engine's threading compiles and tests without the runtime.
 #include <algorithm>
+#include <cstdio>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -22,6 +23,20 @@ int default_kv_blocks(const ModelDesc& desc, const Backend& backend, int block_s
   const double most = gpu ? 4.0e6 : 65536.0;
   const double positions = std::max(std::min(budget_bytes / bytes_per_position, most), double(2 * max_step_tokens));
   return int(positions / block_size);
+}
+
+// Everything on the device is allocated here, once; one line says where the memory went (issue: weights, KV pool,
+// workspace reported at start-up).
+void log_device_memory(const ModelRunner& runner, const RunnerOptions& opts) {
+  const auto* internvl = dynamic_cast<const InternVLRunner*>(&runner);
+  if (internvl == nullptr) return;
+  const RunnerMemory& m = internvl->memory();
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  std::fprintf(stderr,
+               "fovea: %s memory: weights %.2f GiB, KV pool %.2f GiB (%d blocks x %d tokens), image pool %.2f GiB "
+               "(%d tiles), workspace %.2f GiB, total %.2f GiB\n",
+               internvl->desc().dir.c_str(), m.weights / gib, m.kv_cache / gib, opts.kv_blocks, opts.block_size,
+               m.vision_pool / gib, opts.vision_pool_tiles, m.workspace / gib, m.total() / gib);
 }
 
 }  // namespace
@@ -55,6 +70,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   opts.vit_graphs = gpu && config.cuda_graphs && config.vit_graphs;
   impl.config.vision_cache_tiles = cache_tiles;
   impl.runner = make_internvl_runner(std::move(model), std::move(backend), opts);
+  log_device_memory(*impl.runner, opts);
   impl.tokenizer = load_tokenizer(config.model_dir);
   impl.start();
 }
