@@ -13,13 +13,6 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN
 SHARED_PHOTOS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "photos"
 
 
-@pytest.fixture(scope="module")
-def demo_model(tmp_path_factory):
-    model = tmp_path_factory.mktemp("bench") / "model"
-    subprocess.run([FOVEA_BIN, "make-demo-model", "--out", str(model)], check=True, capture_output=True, timeout=300)
-    return model
-
-
 def bench(args, cwd):
     return subprocess.run([FOVEA_BIN, "bench", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 

@@ -14,13 +14,6 @@ FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
 pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary")
 
 
-@pytest.fixture(scope="module")
-def demo_model(tmp_path_factory):
-    model = tmp_path_factory.mktemp("model") / "demo"
-    subprocess.run([FOVEA_BIN, "make-demo-model", "--out", str(model)], check=True, capture_output=True, timeout=300)
-    return model
-
-
 def write_images(folder, count):
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(count):
