@@ -7,18 +7,10 @@
 #include "vectors.h"
 
 using namespace fovea;
+using test::ids_str;
 
 namespace {
 const std::string kQwen2Dir = test::shared_dir() + "/data/tokenizers/qwen2";
-
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    s += ' ';
-    s += std::to_string(id);
-  }
-  return s;
-}
 
 const Tokenizer& qwen2() {
   static const auto tokenizer = load_tokenizer(kQwen2Dir);

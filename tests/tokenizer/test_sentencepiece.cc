@@ -9,18 +9,10 @@
 #include "vectors.h"
 
 using namespace fovea;
+using test::ids_str;
 
 namespace {
 const std::string kInternlm2Model = test::shared_dir() + "/data/tokenizers/internlm2/tokenizer.model";
-
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) {
-    s += ' ';
-    s += std::to_string(id);
-  }
-  return s;
-}
 }  // namespace
 
 TEST(SentencePieceBpe, Internlm2Vectors) {

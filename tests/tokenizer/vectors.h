@@ -47,4 +47,14 @@ inline std::vector<VectorCase> read_vectors(const std::string& inp_path, const s
   return cases;
 }
 
+// Ids as " 1 2 3", for readable expectation failures.
+inline std::string ids_str(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) {
+    s += ' ';
+    s += std::to_string(id);
+  }
+  return s;
+}
+
 }  // namespace fovea::test
