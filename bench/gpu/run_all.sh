@@ -8,7 +8,7 @@
 #                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
 #                        [--std 0.02] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact [fovea_fp8] fovea_bench
-#        [gpu_tests] fovea_decode compare report.
+#        [gpu_tests] fovea_decode fovea_profile compare report.
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
@@ -141,6 +141,34 @@ decode_shape="--count 64 --max-tokens 256"; [ "$tiny" = 1 ] && decode_shape="--c
 step fovea_decode 90 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images" --backend $backend $decode_shape \
   --max-tiles 1 --warmup 0 --gemm-seconds 0.5 --json "$WORK/bench_decode.json" --svg "$WORK/bench_decode.svg" \
   ${FOVEA_BENCH_ARGS:-}
+# Per-op GPU profile (FOVEA_PROFILE_OPS=1: each backend prints its op table to stderr when destroyed): the decode
+# shape above op by op (no CUDA graphs, so every op is timed; one rep) and a short official-tiling run with
+# max_tokens 1 (prefill). stderr goes to profile_decode.txt / profile_prefill.txt, copied to $OUT; the category
+# tables are echoed into the log. On the CPU backend there is no table, just the two bench runs.
+profile_runs() {
+  local rc=0 status left
+  rm -f "$WORK"/profile_*
+  left=$(( STEP_DEADLINE - $(date +%s) ))
+  FOVEA_PROFILE_OPS=1 timeout -k 5 $(( left * 2 / 3 )) "$FOVEA" bench --model "$WORK/model" --images "$WORK/images" \
+    --backend $backend $decode_shape --max-tiles 1 --warmup 0 --decode-reps 1 --gemm-seconds 0 --no-cuda-graphs \
+    --json "$WORK/profile_decode.json" --svg "$WORK/profile_decode.svg" ${FOVEA_BENCH_ARGS:-} \
+    2> "$WORK/profile_decode.txt" || rc=$?
+  left=$(( STEP_DEADLINE - $(date +%s) - 3 ))
+  FOVEA_PROFILE_OPS=1 timeout -k 5 $(( left > 1 ? left : 1 )) "$FOVEA" bench --model "$WORK/model" \
+    --images "$WORK/images" --backend $backend --count 16 --max-tokens 1 --warmup 0 --gemm-seconds 0 \
+    --json "$WORK/profile_prefill.json" --svg "$WORK/profile_prefill.svg" ${FOVEA_BENCH_ARGS:-} \
+    2> "$WORK/profile_prefill.txt" || { status=$?; [ "$rc" != 0 ] || rc=$status; }
+  for run in decode prefill; do
+    cp -f "$WORK/profile_$run.txt" "$OUT/" 2>/dev/null
+    echo "profile_$run (last op table's categories):"
+    awk '/^== fovea op profile/ { table = "" } { table = table $0 "\n" } END { printf "%s", table }' \
+      "$WORK/profile_$run.txt" | sed -n '/^category/,$p'
+  done
+  return "$rc"
+}
+export -f profile_runs
+step fovea_profile 60 env FOVEA="$FOVEA" WORK="$WORK" OUT="$OUT" backend="$backend" decode_shape="$decode_shape" \
+  bash -c profile_runs
 step compare 20 python3 $here/compare.py --work "$WORK" --runs "$runs" --out "$WORK/compare.json"
 step report 20 python3 $here/report.py --work "$WORK" --out-dir "$OUT" --name "$name"
 (cd "$WORK" && tar czf "$OUT/artifacts.tar.gz" --ignore-failed-read ./*.json ./*.jsonl ./*.log \

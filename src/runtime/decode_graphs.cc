@@ -63,6 +63,10 @@ void DecodeGraphs::launch(const StepPlan& padded, const std::function<void()>& r
   const std::pair<int, int> key{padded.seqs, padded.table_width};
   auto found = handles_.find(key);
   if (found == handles_.end()) {
+    // Once eagerly first: every GEMM shape of the step is then planned (and its algorithm timed, which needs a
+    // synchronization a capture forbids) before recording. A decode step is idempotent, so the replay below
+    // writes the same KV rows and logits again.
+    record();
     be_.graph_begin();
     try {
       record();

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <random>
@@ -156,6 +157,31 @@ void llm_prefill(Perf& p) {
   p.report_bytes("llm silu_mul [8192,14336]", p.time_ms([&] { p.b().silu_mul(gate_up, h); }), 3.0 * m * 14336 * 2);
 }
 
+// The decoder's GEMMs at a 64-sequence decode step (M = 64): memory-bound, so reported as weight bytes read per
+// second. Run with FOVEA_GEMM_TUNE=0 and =1 for the A/B of cuBLASLt's first heuristic pick against the timed one.
+// Calls rotate over copies of the weight totalling >= 256 MB: in a real step no weight is still in the 50 MB L2
+// when its layer comes round again.
+void decode_gemms(Perf& p) {
+  const int64_t m = 64;
+  const double rotation_bytes = 256e6;
+  struct Gemm {
+    const char* what;
+    int64_t k, n;
+  };
+  for (Gemm g : {Gemm{"decode wqkv 4096->6144 M=64 (weights)", 4096, 6144},
+                 Gemm{"decode wo 4096->4096 M=64 (weights)", 4096, 4096},
+                 Gemm{"decode w13 4096->28672 M=64 (weights)", 4096, 28672},
+                 Gemm{"decode w2 14336->4096 M=64 (weights)", 14336, 4096},
+                 Gemm{"decode lm_head 4096->92553 M=64 (weights)", 4096, 92553}}) {
+    const double weight_bytes = 2.0 * double(g.n) * double(g.k);
+    Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
+    std::vector<Tensor> w(size_t(std::max(1.0, std::ceil(rotation_bytes / weight_bytes))));
+    for (Tensor& copy : w) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
+    size_t next = 0;
+    p.report_bytes(g.what, p.time_ms([&] { p.b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
+  }
+}
+
 // Sequences of equal q_len and ctx_len over a cache with a shuffled block table.
 void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len) {
   const int heads = 32, kv_heads = 8, head_dim = 128, block_size = 16;
@@ -199,6 +225,7 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
   } else {
     vit_layer(p);
     llm_prefill(p);
+    decode_gemms(p);
   }
   paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);
   paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);

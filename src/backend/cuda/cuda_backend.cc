@@ -1,6 +1,8 @@
 // CudaBackend construction, memory and transfers, and the factory functions the rest of Fovea links against.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -28,6 +30,13 @@ void check_on_device(const Tensor& t, const char* what) {
 
 bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
+// An environment switch: unset or empty gives `fallback`, "0" is off, anything else on.
+bool env_flag(const char* name, bool fallback) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return fallback;
+  return std::strcmp(value, "0") != 0;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(int device_index)
@@ -40,13 +49,22 @@ CudaBackend::CudaBackend(int device_index)
   // larger steps just split less.
   attention_workspace_bytes_ = size_t(64) << 20;
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
-  gemm_ = std::make_unique<LtGemm>(stream_);
+  const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
+  gemm_ = std::make_unique<LtGemm>(stream_, GemmTuning{env_flag("FOVEA_GEMM_TUNE", true), profile});
+  if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);
   prepare_attention_kernels();
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 CudaBackend::~CudaBackend() {
+  if (profiler_) {
+    try {
+      std::fputs(profiler_->report().c_str(), stderr);
+    } catch (...) {  // a destructor must not throw; the report is only diagnostics
+    }
+    profiler_.reset();
+  }
   for (cudaGraphExec_t graph : graphs_)
     if (graph) cudaGraphExecDestroy(graph);
   gemm_.reset();
@@ -96,6 +114,7 @@ void CudaBackend::upload(Tensor& dst, const Tensor& host_src) {
   FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
   FOVEA_CHECK(capture == cudaStreamCaptureStatusNone, "upload: not allowed while recording a graph");
   // Returns once the source sits in pinned memory (the caller may reuse it); the copies run in stream order.
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return "upload " + shape_str(dst.shape); });
   stager_->upload(dst.data, dst.dtype, host_src);
 }
 
@@ -103,7 +122,10 @@ Tensor CudaBackend::download(const Tensor& src) {
   check_on_device(src, "download source");
   Tensor raw = Tensor::host(src.dtype, src.shape);
   if (src.numel() > 0) {
-    FOVEA_CUDA_CHECK(cudaMemcpyAsync(raw.data, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    {
+      OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return "download " + shape_str(src.shape); });
+      FOVEA_CUDA_CHECK(cudaMemcpyAsync(raw.data, src.data, src.nbytes(), cudaMemcpyDeviceToHost, stream_));
+    }
     FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
   if (src.dtype == DType::F32 || src.dtype == DType::I32) return raw;
@@ -116,12 +138,14 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   FOVEA_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(), "copy: ", dtype_name(src.dtype),
               shape_str(src.shape), " into ", dtype_name(dst.dtype), shape_str(dst.shape));
   if (src.numel() == 0) return;
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return "copy " + shape_str(src.shape); });
   FOVEA_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.nbytes(), cudaMemcpyDeviceToDevice, stream_));
 }
 
 void CudaBackend::fill_zero(Tensor& t) {
   check_on_device(t, "fill_zero");
   if (t.numel() == 0) return;
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return "fill_zero " + shape_str(t.shape); });
   FOVEA_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
 }
 
@@ -156,8 +180,12 @@ int CudaBackend::graph_end() {
 void CudaBackend::graph_launch(int handle) {
   FOVEA_CHECK(handle >= 0 && size_t(handle) < graphs_.size() && graphs_[size_t(handle)],
               "graph_launch: no graph ", handle);
+  // One row per recording: a replayed decode step is timed whole (its ops are not bracketed inside the graph).
+  OpScope scope(profiler_.get(), OpCategory::Other, [&] { return str("graph_launch #", handle); });
   FOVEA_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(handle)], stream_));
 }
+
+std::string CudaBackend::profile_report() { return profiler_ ? profiler_->report() : std::string(); }
 
 void CudaBackend::graph_release(int handle) {
   if (handle < 0 || size_t(handle) >= graphs_.size() || !graphs_[size_t(handle)]) return;

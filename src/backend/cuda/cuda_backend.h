@@ -2,15 +2,21 @@
 // with cudaMalloc through alloc() (the runner allocates everything once at start-up); ops enqueue kernels on
 // the stream and return. Index errors the interface says are "clamped and flagged" set a device flag that
 // synchronize() turns into a fovea::Error.
+//
+// Environment, read once here: FOVEA_PROFILE_OPS=1 times every op with CUDA events (op_profiler.h; the table
+// goes to stderr when the backend is destroyed); FOVEA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick for
+// small-M GEMMs instead of timing its candidates (gemm_lt.h).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/op_profiler.h"
 
 namespace fovea::cuda {
 
@@ -65,6 +71,8 @@ class CudaBackend final : public Backend {
   void graph_release(int handle) override;
 
   cudaStream_t stream() const { return stream_; }
+  // The op profile so far (FOVEA_PROFILE_OPS=1; synchronizes the stream), or "" when profiling is off.
+  std::string profile_report();
 
  private:
   int device_index_;
@@ -76,6 +84,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<LtGemm> gemm_;
   std::unique_ptr<HostStager> stager_;  // pinned staging of upload(), allocated once
   std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released
+  std::unique_ptr<OpProfiler> profiler_;  // null unless FOVEA_PROFILE_OPS=1: ops then pay one branch
 };
 
 }  // namespace fovea::cuda

@@ -23,6 +23,9 @@ void expect(const Tensor& t, DType dtype, const Shape& shape, const char* what) 
   check_tensor(t, dtype, shape, what);
 }
 
+// The label of an op whose cost follows its row count.
+std::string rows_label(const char* op, int64_t rows) { return str(op, " rows=", rows); }
+
 void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char* what) {
   FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
   FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
@@ -42,7 +45,12 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   const bool gelu = act == Activation::Gelu;
   const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
                                              : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
-  gemm_->run(cbf(x), cbf(w), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n), int(k), epilogue);
+  const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
+  // With the profiler on, the plan (and its tuning, for small M) is made before the op's events.
+  if (profiler_) gemm_->prepare(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
+  OpScope scope(profiler_.get(), OpCategory::Gemm,
+                [&] { return str("linear M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue)); });
+  gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
@@ -50,6 +58,7 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor&
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "layer_norm output") == rows, "layer_norm: output shape");
   expect_numel(gamma, DType::BF16, cols, "layer_norm gamma");
   expect_numel(beta, DType::BF16, cols, "layer_norm beta");
+  OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("layer_norm", rows); });
   launch_layer_norm(cbf(x), cbf(gamma), cbf(beta), eps, mbf(y), int(rows), int(cols), stream_);
 }
 
@@ -57,6 +66,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tens
   const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "rms_norm input");
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "rms_norm output") == rows, "rms_norm: output shape");
   expect_numel(gamma, DType::BF16, cols, "rms_norm gamma");
+  OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("rms_norm", rows); });
   launch_rms_norm(cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
 }
 
@@ -65,6 +75,7 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   FOVEA_CHECK(rows_of(x, DType::BF16, cols, "add_rms_norm input") == rows, "add_rms_norm: input shape");
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "add_rms_norm output") == rows, "add_rms_norm: output shape");
   expect_numel(gamma, DType::BF16, cols, "add_rms_norm gamma");
+  OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("add_rms_norm", rows); });
   launch_add_rms_norm(mbf(residual), cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
 }
 
@@ -73,6 +84,7 @@ void CudaBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "scale_add y") == rows, "scale_add: shapes ", shape_str(x.shape), " ",
               shape_str(y.shape));
   if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add scale");
+  OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("scale_add", rows); });
   launch_scale_add(mbf(x), cbf(y), scale.empty() ? nullptr : cbf(scale), int(rows), int(cols), stream_);
 }
 
@@ -80,6 +92,7 @@ void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& y) {
   const int64_t f = y.dim(-1), rows = rows_of(y, DType::BF16, f, "silu_mul output");
   FOVEA_CHECK(rows_of(gate_up, DType::BF16, 2 * f, "silu_mul input") == rows, "silu_mul: shapes ",
               shape_str(gate_up.shape), " ", shape_str(y.shape));
+  OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("silu_mul", rows); });
   launch_silu_mul(cbf(gate_up), mbf(y), int(rows), int(f), stream_);
 }
 
@@ -89,6 +102,7 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& y) {
   expect(table, DType::BF16, {vocab, hidden}, "embedding table");
   const int64_t tokens = rows_of(y, DType::BF16, hidden, "embedding output");
   expect_numel(ids, DType::I32, tokens, "embedding ids");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("embedding", tokens); });
   launch_copy_rows(cbf(table), ci32(ids), vocab, mbf(y), nullptr, tokens, tokens, hidden, error_flag_, stream_);
 }
 
@@ -97,6 +111,7 @@ void CudaBackend::scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst
   const int64_t count = rows_of(src, DType::BF16, hidden, "scatter_rows src");
   if (count == 0) return;
   expect_numel(idx, DType::I32, count, "scatter_rows idx");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("scatter_rows", count); });
   launch_copy_rows(cbf(src), nullptr, count, mbf(dst), ci32(idx), dst_rows, count, hidden, error_flag_, stream_);
 }
 
@@ -105,6 +120,7 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) {
   const int64_t count = rows_of(y, DType::BF16, hidden, "gather_rows y");
   if (count == 0) return;
   expect_numel(idx, DType::I32, count, "gather_rows idx");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("gather_rows", count); });
   launch_copy_rows(cbf(x), ci32(idx), src_rows, mbf(y), nullptr, count, count, hidden, error_flag_, stream_);
 }
 
@@ -115,6 +131,7 @@ void CudaBackend::patchify(const Tensor& pixels, int patch, Tensor& patches) {
   const int64_t batch = pixels.dim(0), size = pixels.dim(2), grid = size / patch;
   expect(pixels, DType::F32, pixels.shape, "patchify pixels");
   expect(patches, DType::BF16, {batch * grid * grid, 3 * int64_t(patch) * patch}, "patchify patches");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("patchify images", batch); });
   launch_patchify(pixels.ptr<float>(), int(batch), int(size), patch, mbf(patches), stream_);
 }
 
@@ -125,6 +142,7 @@ void CudaBackend::vit_embed(const Tensor& patch_emb, const Tensor& cls, const Te
   expect_numel(cls, DType::BF16, cols, "vit_embed cls");
   expect_numel(pos, DType::BF16, (patches + 1) * cols, "vit_embed pos");
   expect(out, DType::BF16, {batch * (patches + 1), cols}, "vit_embed out");
+  OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("vit_embed", rows); });
   launch_vit_embed(cbf(patch_emb), cbf(cls), cbf(pos), batch, int(patches), int(cols), mbf(out), stream_);
 }
 
@@ -134,6 +152,7 @@ void CudaBackend::attention_dense(const Tensor& qkv, int batch, int tokens, int 
   const int64_t width = int64_t(heads) * head_dim, rows = int64_t(batch) * tokens;
   expect(qkv, DType::BF16, {rows, 3 * width}, "attention_dense qkv");
   expect(out, DType::BF16, {rows, width}, "attention_dense out");
+  OpScope scope(profiler_.get(), OpCategory::Attention, [&] { return str("attention_dense batch=", batch, " tokens=", tokens); });
   launch_attention_dense({cbf(qkv), mbf(out), batch, tokens, heads, head_dim}, stream_);
 }
 
@@ -142,6 +161,7 @@ void CudaBackend::pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y)
   const int64_t cols = x.dim(-1), half = grid / 2;
   expect(x, DType::BF16, {batch * (1 + int64_t(grid) * grid), cols}, "pixel_shuffle x");
   expect(y, DType::BF16, {batch * half * half, 4 * cols}, "pixel_shuffle y");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("pixel_shuffle images", batch); });
   launch_pixel_shuffle(cbf(x), batch, grid, int(cols), mbf(y), stream_);
 }
 
@@ -149,6 +169,7 @@ void CudaBackend::rope(Tensor& qkv, const Tensor& positions, int heads, int kv_h
   FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim ", head_dim, " must be even");
   const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "rope qkv");
   expect_numel(positions, DType::I32, tokens, "rope positions");
+  OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("rope", tokens); });
   launch_rope(mbf(qkv), ci32(positions), int(tokens), heads, kv_heads, head_dim, theta, stream_);
 }
 
@@ -163,6 +184,7 @@ void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, in
   expect(cache.v, DType::BF16, cache.k.shape, "kv_write v cache");
   if (tokens == 0) return;
   const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("kv_write", tokens); });
   launch_kv_write(cbf(qkv), ci32(slots), int(tokens), heads, kv_heads, head_dim, mbf(cache.k), mbf(cache.v),
                   num_slots, error_flag_, stream_);
 }
@@ -205,6 +227,7 @@ void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& 
   args.num_blocks = cache.k.dim(0);
   args.workspace = attention_workspace_;
   args.workspace_bytes = attention_workspace_bytes_;
+  OpScope scope(profiler_.get(), OpCategory::Attention, [&] { return str("paged_attention ", batch.max_q_len == 1 ? "decode" : "prefill", " seqs=", seqs); });
   launch_paged_attention(args, stream_);
 }
 
@@ -213,6 +236,7 @@ void CudaBackend::argmax(const Tensor& logits, Tensor& ids) {
               dtype_name(logits.dtype));
   const int64_t vocab = logits.dim(-1), rows = rows_of(logits, logits.dtype, vocab, "argmax logits");
   expect_numel(ids, DType::I32, rows, "argmax ids");
+  OpScope scope(profiler_.get(), OpCategory::Other, [&] { return rows_label("argmax", rows); });
   launch_argmax(logits.data, logits.dtype == DType::F32, int(rows), int(vocab), ids.ptr<int>(), stream_);
 }
 
@@ -224,6 +248,7 @@ void CudaBackend::log_softmax_gather(const Tensor& logits, const Tensor& ids, Te
   FOVEA_CHECK(rows_of(ids, DType::I32, k, "log_softmax_gather ids") == rows, "log_softmax_gather: ids ",
               shape_str(ids.shape), " for logits ", shape_str(logits.shape));
   FOVEA_CHECK(rows_of(out, DType::F32, k, "log_softmax_gather out") == rows, "log_softmax_gather: out shape");
+  OpScope scope(profiler_.get(), OpCategory::Other, [&] { return rows_label("log_softmax_gather", rows); });
   launch_log_softmax_gather(logits.data, logits.dtype == DType::F32, int(rows), int(vocab), ci32(ids), int(k),
                             out.ptr<float>(), error_flag_, stream_);
 }

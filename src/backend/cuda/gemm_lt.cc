@@ -1,7 +1,11 @@
 #include "backend/cuda/gemm_lt.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <limits>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -32,9 +36,37 @@ unsigned common_alignment(std::initializer_list<const void*> ptrs) {
   return alignment;
 }
 
+// Timing events of one tuning pass, destroyed however the pass ends.
+struct TimingEvents {
+  std::vector<cudaEvent_t> events;
+  explicit TimingEvents(size_t count) : events(count, nullptr) {
+    for (cudaEvent_t& e : events) FOVEA_CUDA_CHECK(cudaEventCreate(&e));
+  }
+  ~TimingEvents() {
+    for (cudaEvent_t e : events)
+      if (e) cudaEventDestroy(e);
+  }
+};
+
+bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace
 
-LtGemm::LtGemm(cudaStream_t stream) : stream_(stream) {
+const char* gemm_epilogue_name(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::None: return "none";
+    case GemmEpilogue::Bias: return "bias";
+    case GemmEpilogue::Gelu: return "gelu";
+    case GemmEpilogue::BiasGelu: return "bias+gelu";
+  }
+  return "?";
+}
+
+LtGemm::LtGemm(cudaStream_t stream, GemmTuning tuning) : stream_(stream), tuning_(tuning) {
   FOVEA_CUBLAS_CHECK(cublasLtCreate(&handle_));
   FOVEA_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
@@ -42,41 +74,21 @@ LtGemm::LtGemm(cudaStream_t stream) : stream_(stream) {
 
 LtGemm::~LtGemm() {
   // Destructors must not throw: failures while tearing down are ignored.
-  for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.op);
-  }
+  for (auto& [key, plan] : plans_) destroy(plan);
   if (workspace_) cudaFree(workspace_);
   if (handle_) cublasLtDestroy(handle_);
 }
 
-// Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] = w^T x^T with w read as a transposed K×N
-// column-major matrix: A = w (op T), B = x (op N), both with leading dimension K; the bias runs along N, which
-// is the column-major row dimension, exactly where cuBLASLt's epilogue bias goes.
-LtGemm::Plan& LtGemm::plan_for(int m, int n, int k, GemmEpilogue epilogue, unsigned alignment) {
-  const Key key{m, n, k, int(epilogue), alignment};
-  auto it = plans_.find(key);
-  if (it != plans_.end()) return it->second;
-  Plan plan;
-  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-  FOVEA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-  FOVEA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  const cublasLtEpilogue_t lt = lt_epilogue(epilogue);
-  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof(lt)));
-  if (has_bias(epilogue)) {
-    const cudaDataType_t bias_type = CUDA_R_16BF;
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                      sizeof(bias_type)));
-  }
-  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, k, n, k));
-  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, k, m, k));
-  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, n, m, n));
+void LtGemm::destroy(Plan& plan) {
+  if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.op) cublasLtMatmulDescDestroy(plan.op);
+  plan = Plan{};
+}
 
+std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan, const Operands& o,
+                                                                unsigned alignment, int count) {
   cublasLtMatmulPreference_t pref;
   FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -85,33 +97,126 @@ LtGemm::Plan& LtGemm::plan_for(int m, int n, int k, GemmEpilogue epilogue, unsig
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
+                                                               pref, count, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.op);
-    FOVEA_FAIL("cuBLASLt has no algorithm for linear M=", m, " N=", n, " K=", k, " epilogue ", int(epilogue),
-               " (status ", int(status), ")");
+  if (status != CUBLAS_STATUS_SUCCESS) found = 0;
+  results.resize(size_t(std::max(found, 0)));
+  // The heuristic only returns usable entries, but a candidate that says otherwise is never run.
+  results.erase(std::remove_if(results.begin(), results.end(),
+                               [](const auto& r) { return r.state != CUBLAS_STATUS_SUCCESS; }),
+                results.end());
+  if (results.empty())
+    FOVEA_FAIL("cuBLASLt has no algorithm for linear M=", o.m, " N=", o.n, " K=", o.k, " epilogue ",
+               gemm_epilogue_name(o.epilogue), " (status ", int(status), ")");
+  return results;
+}
+
+cublasStatus_t LtGemm::launch(const Plan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo) {
+  if (has_bias(o.epilogue)) {
+    const cublasStatus_t status =
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias, sizeof(o.bias));
+    if (status != CUBLAS_STATUS_SUCCESS) return status;
   }
-  plan.algo = result.algo;
+  const float alpha = 1.f, beta = 0.f;
+  return cublasLtMatmul(handle_, plan.op, &alpha, o.w, plan.a, o.x, plan.b, &beta, o.y, plan.c, o.y, plan.c, &algo,
+                        workspace_, workspace_bytes_, stream_);
+}
+
+// Each candidate: warm-ups, then timed calls between two events, all into the real output (the caller's own
+// call recomputes it). One synchronization at the end. A candidate whose launch fails is skipped.
+size_t LtGemm::fastest(const Plan& plan, const Operands& o,
+                       const std::vector<cublasLtMatmulHeuristicResult_t>& found) {
+  const auto host_start = std::chrono::steady_clock::now();
+  TimingEvents timing(2 * found.size());
+  const std::vector<cudaEvent_t>& events = timing.events;
+  std::vector<bool> launched(found.size(), false);
+  for (size_t i = 0; i < found.size(); ++i) {
+    bool ok = true;
+    for (int r = 0; ok && r < GemmTuning::kWarmups; ++r) ok = launch(plan, o, found[i].algo) == CUBLAS_STATUS_SUCCESS;
+    if (!ok) continue;
+    FOVEA_CUDA_CHECK(cudaEventRecord(events[2 * i], stream_));
+    for (int r = 0; ok && r < GemmTuning::kTimedCalls; ++r)
+      ok = launch(plan, o, found[i].algo) == CUBLAS_STATUS_SUCCESS;
+    FOVEA_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream_));
+    launched[i] = ok;
+  }
+  const cudaError_t sync = cudaStreamSynchronize(stream_);
+  std::vector<float> us(found.size(), std::numeric_limits<float>::infinity());
+  for (size_t i = 0; sync == cudaSuccess && i < found.size(); ++i) {
+    float ms = 0;
+    if (launched[i] && cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess)
+      us[i] = 1000.f * ms / GemmTuning::kTimedCalls;
+  }
+  FOVEA_CUDA_CHECK(sync);
+  const size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
+  const size_t pick = us[best] < std::numeric_limits<float>::infinity() ? best : 0;
+  tuning_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host_start).count();
+  if (tuning_.log)
+    std::fprintf(stderr,
+                 "gemm tune: M=%d N=%d K=%d %s: %zu candidates, picked %zu, first pick %.1f us, best %.1f us "
+                 "(tuning so far %.0f ms)\n",
+                 o.m, o.n, o.k, gemm_epilogue_name(o.epilogue), found.size(), pick, double(us[0]),
+                 double(us[pick]), tuning_ms_);
+  return pick;
+}
+
+// Row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] = w^T x^T with w read as a transposed K×N
+// column-major matrix: A = w (op T), B = x (op N), both with leading dimension K; the bias runs along N, which
+// is the column-major row dimension, exactly where cuBLASLt's epilogue bias goes.
+LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
+  const unsigned alignment = common_alignment({o.x, o.w, o.y, has_bias(o.epilogue) ? o.bias : nullptr});
+  const Key key{o.m, o.n, o.k, int(o.epilogue), alignment};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  Plan plan;
+  try {
+    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    FOVEA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    FOVEA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    const cublasLtEpilogue_t lt = lt_epilogue(o.epilogue);
+    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof(lt)));
+    if (has_bias(o.epilogue)) {
+      const cudaDataType_t bias_type = CUDA_R_16BF;
+      FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                        sizeof(bias_type)));
+    }
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, o.k, o.n, o.k));
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, o.k, o.m, o.k));
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.n));
+    // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
+    // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
+    const bool capturing = stream_is_capturing(stream_);
+    const bool tune = tuning_.enabled && o.m <= GemmTuning::kMaxRows && !capturing;
+    const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
+    plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
+    if (tuning_.log && tuning_.enabled && o.m <= GemmTuning::kMaxRows && capturing)
+      std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,
+                   o.n, o.k, gemm_epilogue_name(o.epilogue));
+  } catch (...) {
+    destroy(plan);
+    throw;
+  }
   return plans_.emplace(key, plan).first->second;
+}
+
+void LtGemm::prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y,
+                     int m, int n, int k, GemmEpilogue epilogue) {
+  if (m == 0 || n == 0) return;
+  plan_for({x, w, bias, y, m, n, k, epilogue});
 }
 
 void LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
                  int n, int k, GemmEpilogue epilogue) {
   if (m == 0 || n == 0) return;
-  Plan& plan = plan_for(m, n, k, epilogue, common_alignment({x, w, y, has_bias(epilogue) ? bias : nullptr}));
-  if (has_bias(epilogue))
-    FOVEA_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  const float alpha = 1.f, beta = 0.f;
-  FOVEA_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w, plan.a, x, plan.b, &beta, y, plan.c, y, plan.c,
-                                    &plan.algo, workspace_, workspace_bytes_, stream_));
+  const Operands o{x, w, bias, y, m, n, k, epilogue};
+  const Plan& plan = plan_for(o);
+  FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
 }
 
 }  // namespace fovea::cuda

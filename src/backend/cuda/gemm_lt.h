@@ -1,6 +1,12 @@
 // y[M,N] = act(x[M,K] · w[N,K]^T + bias) through cuBLASLt: bf16 operands, f32 accumulation, bf16 output, bias
 // and bias+GELU fused into the epilogue. One workspace, allocated at construction; the descriptors and the
-// heuristic's algorithm are cached per (M, N, K, epilogue, pointer alignment), so a steady-state call only sets the bias pointer.
+// algorithm are cached per (M, N, K, epilogue, pointer alignment), so a steady-state call only sets the bias
+// pointer.
+//
+// Small-M shapes (M <= 512: decode steps and short chunks) are memory-bound, and the heuristic's first pick is
+// not always its fastest there: when such a plan is made outside a graph capture, up to 8 of the heuristic's
+// algorithms are timed on the real operands and the fastest is kept for the life of the plan (so the choice is
+// fixed per shape within a process). GemmTuning::enabled = false keeps the first pick (FOVEA_GEMM_TUNE=0).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -8,36 +14,64 @@
 
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace fovea::cuda {
 
 enum class GemmEpilogue : int { None, Bias, Gelu, BiasGelu };
+const char* gemm_epilogue_name(GemmEpilogue e);
+
+struct GemmTuning {
+  bool enabled = true;  // time the heuristic's candidates for M <= kMaxRows
+  bool log = false;     // one stderr line per tuned shape
+  static constexpr int kMaxRows = 512;
+  static constexpr int kCandidates = 8;
+  static constexpr int kWarmups = 2, kTimedCalls = 5;
+};
 
 class LtGemm {
  public:
-  explicit LtGemm(cudaStream_t stream);
+  explicit LtGemm(cudaStream_t stream, GemmTuning tuning = {});
   ~LtGemm();
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
   void run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n,
            int k, GemmEpilogue epilogue);
+  // Makes (and tunes) the plan run() would use for these operands, without the final call: lets a caller time
+  // run() alone. Tuning writes y.
+  void prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
+               int n, int k, GemmEpilogue epilogue);
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
+  struct Operands {
+    const __nv_bfloat16 *x, *w, *bias;
+    __nv_bfloat16* y;
+    int m, n, k;
+    GemmEpilogue epilogue;
+  };
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int, int, unsigned>;
-  Plan& plan_for(int m, int n, int k, GemmEpilogue epilogue, unsigned alignment);
+  Plan& plan_for(const Operands& o);
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Plan& plan, const Operands& o, unsigned alignment,
+                                                          int count);
+  // Index of the fastest candidate on the real operands (0 when none could be timed).
+  size_t fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found);
+  cublasStatus_t launch(const Plan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
+  static void destroy(Plan& plan);
 
   cudaStream_t stream_;
+  GemmTuning tuning_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  double tuning_ms_ = 0;  // host time spent tuning, reported in the log lines
 };
 
 }  // namespace fovea::cuda
