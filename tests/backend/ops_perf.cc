@@ -231,6 +231,9 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
   paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);
   paged(p, "paged decode 64 seq x ctx 3409 (KV bytes)", 64, 1, 3409);
   paged(p, "paged decode 8 seq x ctx 3409 (KV bytes)", 8, 1, 3409);
+  paged(p, "paged decode 64 seq x ctx 480 (KV bytes)", 64, 1, 480);
+  paged(p, "paged decode 256 seq x ctx 480", 256, 1, 480);
+  paged(p, "paged decode 1 seq x ctx 3409", 1, 1, 3409);
 }
 
 }  // namespace

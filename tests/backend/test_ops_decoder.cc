@@ -29,6 +29,7 @@ TEST_F(OpsTest, AttentionDense) {
 struct PagedCase {
   std::vector<int> q_lens, ctx_lens;
   int heads, kv_heads, head_dim, block_size;
+  bool unused_entries_past_cache = false;  // table entries past a sequence's blocks name no block of the cache
 };
 
 std::string describe(const PagedCase& c) {
@@ -59,8 +60,10 @@ class PagedOpsTest : public OpsTest {
     int next = 0;
     for (int s = 0; s < seqs; ++s) {
       const int blocks = (c.ctx_lens[s] + c.block_size - 1) / c.block_size;
-      for (int b = 0; b < max_blocks; ++b)  // unused entries still name real blocks: they must not be read
-        table[size_t(s) * max_blocks + b] = b < blocks ? order[size_t(next++)] : order[size_t(num_blocks - 1)];
+      for (int b = 0; b < max_blocks; ++b) {  // unused entries still name real blocks: they must not be read
+        const int unused = c.unused_entries_past_cache ? num_blocks + b : order[size_t(num_blocks - 1)];
+        table[size_t(s) * max_blocks + b] = b < blocks ? order[size_t(next++)] : unused;
+      }
     }
     const int tokens = cu_q.back(), width = (c.heads + 2 * c.kv_heads) * c.head_dim;
     Twin qkv = twin(random_host({tokens, width}, -2.f, 2.f));
@@ -86,6 +89,52 @@ TEST_F(PagedOpsTest, DecodeBatch) {
   // Contexts past 256 keys take the split-KV path on CUDA: short chunks (causal inside a split), empty splits.
   run_case({{3, 1}, {700, 513}, 8, 2, 128, 16});
   run_case({{2, 1, 1}, {2100, 40, 300}, 14, 2, 64, 32});
+}
+
+// Steps whose query rows of one (sequence, KV head) fit a 16-row tile run the split-KV decode kernel
+// (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old. Its key tiles are 16 keys per warp and its splits
+// whole multiples of the block's tiles, so contexts sit around 16, 64 and 256 keys; small batches split the
+// keys (each split a partial merged by the combine kernel), big ones write the output directly.
+std::vector<int> decode_steps(size_t n) { return std::vector<int>(n, 1); }
+
+TEST_F(PagedOpsTest, DecodeInternVlShapeMixedContexts) {
+  const std::vector<int> ctx{1, 15, 16, 17, 255, 256, 257, 611, 3409};
+  run_case({decode_steps(ctx.size()), ctx, 32, 8, 128, 16});  // InternVL2-8B: 32 q heads, 8 KV heads, D 128
+}
+
+TEST_F(PagedOpsTest, DecodeGroupSizes) {
+  const std::vector<int> ctx{1, 17, 64, 200, 513, 1000, 2049};
+  for (int heads : {8, 16, 64}) run_case({decode_steps(ctx.size()), ctx, heads, 8, 128, 16});  // group 1, 2, 8
+  run_case({decode_steps(ctx.size()), ctx, 16, 1, 128, 16});  // group 16: all 16 rows of the tile are real
+}
+
+TEST_F(PagedOpsTest, DecodeHeadDims) {
+  const std::vector<int> ctx{1, 16, 100, 257, 700, 1500};
+  // 64 exact, 72 padded to 128, 40 padded to 64, 32 exact, 8 padded to 32.
+  for (int head_dim : {64, 72, 40, 32, 8}) run_case({decode_steps(ctx.size()), ctx, 32, 8, head_dim, 16});
+}
+
+TEST_F(PagedOpsTest, DecodeShortChunks) {
+  // 2-4 new tokens with group 4 (8-16 rows): causal inside the last tile, a chunk as long as its context.
+  run_case({{2, 3, 4, 1, 4}, {2, 300, 611, 17, 4}, 32, 8, 128, 16});
+  run_case({{4, 4, 2}, {20, 1100, 129}, 8, 2, 64, 16});
+  run_case({{5, 1}, {900, 40}, 32, 8, 128, 16});  // 5 x 4 = 20 rows: past one tile, the general kernel
+}
+
+TEST_F(PagedOpsTest, DecodeBlockSizesAndTableEntriesPastCache) {
+  const std::vector<int> ctx{1, 30, 257, 640, 1200};
+  for (int block_size : {8, 16, 32, 64}) {  // 16-key tiles spanning two cache blocks, or part of one
+    PagedCase c{decode_steps(ctx.size()), ctx, 32, 8, 128, block_size};
+    c.unused_entries_past_cache = true;
+    run_case(c);
+  }
+}
+
+TEST_F(PagedOpsTest, DecodeOneSplit) {
+  // Contexts under 128 keys never split; 80 sequences x 8 KV heads fill two waves of 4-warp blocks on an H200
+  // without splitting either: the kernel normalises and writes bf16 itself.
+  run_case({decode_steps(12), random_ints(12, 1, 127), 32, 8, 128, 16});
+  run_case({decode_steps(80), random_ints(80, 1, 400), 32, 8, 128, 16});
 }
 
 TEST_F(PagedOpsTest, PrefillAndChunkedPrefill) {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -220,15 +221,22 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   p.max_blocks_per_seq = a.max_blocks_per_seq;
   p.block_size = a.block_size;
   p.num_blocks = a.num_blocks;
-  p.num_splits = choose_splits(a, p.group);
+  // Steps whose rows of a (sequence, KV head) fit one 16-row tile take the split-KV decode kernel
+  // (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old; it writes the same partials, merged below.
+  const SplitDecodePlan decode = plan_split_decode(a, p.group, kMaxSplits);
+  p.num_splits = decode.use ? decode.splits : choose_splits(a, p.group);
   if (p.num_splits > 1) {
-    p.split_keys = kSplitKeys;
+    p.split_keys = decode.use ? decode.split_keys : kSplitKeys;
     p.split_rows = a.max_q_len * p.group;
     const size_t out_floats = size_t(a.num_seqs) * a.kv_heads * p.num_splits * p.split_rows * a.head_dim;
     p.split_out = a.workspace;
     p.split_stats = a.workspace + out_floats;
   }
-  launch(p, a.num_seqs, a.max_q_len, stream);
+  if (decode.use) {
+    launch_split_decode(p, a.num_seqs, stream);
+  } else {
+    launch(p, a.num_seqs, a.max_q_len, stream);
+  }
   if (p.num_splits > 1) {
     combine_splits<<<dim3(p.split_rows, a.kv_heads, a.num_seqs), 128, 0, stream>>>(p);
     FOVEA_CUDA_CHECK_LAUNCH();

@@ -83,6 +83,91 @@ __device__ __forceinline__ float exp2_of(float x) {
   }
 }
 
+// The per-tile math both mma.sync kernels share (this one and attention_decode.cuh). A thread holds rows g
+// (accumulator elements 0, 1) and g + 8 (elements 2, 3) of its warp's 16 rows; s[n] are the scores of the
+// tile's keys n * 8 .. n * 8 + 7 (columns 2t, 2t + 1 of each), acc[d] the output dims d * 8 .. d * 8 + 7.
+
+// S += Q·K^T over kTiles 8-key tiles for one 16-dim k-step; sK points at the step's first column of key 0.
+// One ldmatrix gives the B fragments of key tiles n and n + 1.
+template <int kTiles, int kStride>
+__device__ __forceinline__ void qk_step(float (&s)[kTiles][4], const uint32_t (&q)[4], const __nv_bfloat16* sK,
+                                        int lane) {
+#pragma unroll
+  for (int n = 0; n < kTiles; n += 2) {
+    uint32_t k_frag[4];
+    ldmatrix_x4(k_frag, sK + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + ((lane >> 3) & 1) * 8);
+    mma_bf16(s[n], q, k_frag[0], k_frag[1]);
+    mma_bf16(s[n + 1], q, k_frag[2], k_frag[3]);
+  }
+}
+
+// Scores of keys past a row's last visible key (key_limit) become -inf; key0 is the tile's first key.
+template <int kTiles>
+__device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int key0, int t, const int (&key_limit)[2]) {
+#pragma unroll
+  for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (key0 + n * 8 + 2 * t + (e & 1) > key_limit[e / 2]) s[n][e] = -INFINITY;
+  }
+}
+
+// Online softmax over one tile: raises the running max (in score units) by the tile's, turns the scores into
+// weights 2^(score * scale_log2 - max * scale_log2), and rescales the running sums (this thread's columns only)
+// and the output accumulators to the new max.
+template <bool kFast, int kTiles, int kDimTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&acc)[kDimTiles][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float scale_log2) {
+  float correction[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+    const float new_max = fmaxf(row_max[h], tile_max);
+    // A row with nothing visible yet keeps max -inf; use 0 as its base so exp2 gives 0, not NaN.
+    const float base = new_max == -INFINITY ? 0.f : new_max * scale_log2;
+    correction[h] = row_max[h] == -INFINITY ? 0.f : exp2_of<kFast>(row_max[h] * scale_log2 - base);
+    row_max[h] = new_max;
+    row_sum[h] *= correction[h];
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+      s[n][2 * h] = exp2_of<kFast>(fmaf(s[n][2 * h], scale_log2, -base));
+      s[n][2 * h + 1] = exp2_of<kFast>(fmaf(s[n][2 * h + 1], scale_log2, -base));
+      row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
+    }
+  }
+#pragma unroll
+  for (int d = 0; d < kDimTiles; ++d) {
+    acc[d][0] *= correction[0];
+    acc[d][1] *= correction[0];
+    acc[d][2] *= correction[1];
+    acc[d][3] *= correction[1];
+  }
+}
+
+// O += P·V over the tile's kTiles / 2 16-key k-steps; sV points at key 0's row. The S accumulators of key tiles
+// 2k and 2k + 1 are exactly the A fragment of k-step k.
+template <int kTiles, int kDimTiles, int kStride>
+__device__ __forceinline__ void accumulate_pv(float (&acc)[kDimTiles][4], const float (&s)[kTiles][4],
+                                              const __nv_bfloat16* sV, int lane) {
+#pragma unroll
+  for (int k = 0; k < kTiles / 2; ++k) {
+    const uint32_t p_frag[4] = {pack_bf16(s[2 * k][0], s[2 * k][1]), pack_bf16(s[2 * k][2], s[2 * k][3]),
+                                pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3])};
+#pragma unroll
+    for (int d = 0; d < kDimTiles; d += 2) {
+      uint32_t v_frag[4];
+      ldmatrix_x4_trans(v_frag, sV + (k * 16 + (lane & 15)) * kStride + d * 8 + (lane >> 4) * 8);
+      mma_bf16(acc[d], p_frag, v_frag[0], v_frag[1]);
+      mma_bf16(acc[d + 1], p_frag, v_frag[2], v_frag[3]);
+    }
+  }
+}
+
 // Starts copying the block's query rows into sQ. Padding rows and columns past head_dim become zeros (padded
 // dims must add nothing to Q·K).
 template <class C>
@@ -213,67 +298,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_attention_mm
 #pragma unroll
           for (int i = 0; i < 4; ++i) q_use[i] = q_frag[k][i];
         }
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; n += 2) {
-          // One ldmatrix gives the B fragments of key tiles n and n + 1 for this k-step.
-          uint32_t k_frag[4];
-          ldmatrix_x4(k_frag, sK + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kStride + k * 16 + ((lane >> 3) & 1) * 8);
-          mma_bf16(s[n], q_use, k_frag[0], k_frag[1]);
-          mma_bf16(s[n + 1], q_use, k_frag[2], k_frag[3]);
-        }
+        qk_step<kKeyTiles, kStride>(s, q_use, sK + k * 16, lane);
       }
       const bool needs_mask = !C::kFast || key0 + C::kKeys - 1 > warp_min_limit;
-      if (needs_mask) {
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; ++n) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (key0 + n * 8 + 2 * t + (e & 1) > key_limit[e / 2]) s[n][e] = -INFINITY;
-        }
-      }
-      // Online softmax for rows g (h = 0) and g + 8 (h = 1).
-      float correction[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float tile_max = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-        const float new_max = fmaxf(row_max[h], tile_max);
-        // A row with nothing visible yet keeps max -inf; use 0 as its base so exp2 gives 0, not NaN.
-        const float base = new_max == -INFINITY ? 0.f : new_max * p.scale_log2;
-        correction[h] = row_max[h] == -INFINITY ? 0.f : exp2_of<C::kFast>(row_max[h] * p.scale_log2 - base);
-        row_max[h] = new_max;
-        row_sum[h] *= correction[h];
-#pragma unroll
-        for (int n = 0; n < kKeyTiles; ++n) {
-          s[n][2 * h] = exp2_of<C::kFast>(fmaf(s[n][2 * h], p.scale_log2, -base));
-          s[n][2 * h + 1] = exp2_of<C::kFast>(fmaf(s[n][2 * h + 1], p.scale_log2, -base));
-          row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
-        }
-      }
-#pragma unroll
-      for (int d = 0; d < kDimTiles; ++d) {
-        acc[d][0] *= correction[0];
-        acc[d][1] *= correction[0];
-        acc[d][2] *= correction[1];
-        acc[d][3] *= correction[1];
-      }
-      // O += P·V: the S accumulators of key tiles 2k and 2k+1 are exactly the A fragment of k-step k.
-#pragma unroll
-      for (int k = 0; k < C::kKeys / 16; ++k) {
-        const uint32_t p_frag[4] = {pack_bf16(s[2 * k][0], s[2 * k][1]), pack_bf16(s[2 * k][2], s[2 * k][3]),
-                                    pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                    pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3])};
-#pragma unroll
-        for (int d = 0; d < kDimTiles; d += 2) {
-          uint32_t v_frag[4];
-          ldmatrix_x4_trans(v_frag, sV + (k * 16 + (lane & 15)) * kStride + d * 8 + (lane >> 4) * 8);
-          mma_bf16(acc[d], p_frag, v_frag[0], v_frag[1]);
-          mma_bf16(acc[d + 1], p_frag, v_frag[2], v_frag[3]);
-        }
-      }
+      if (needs_mask) mask_scores(s, key0, t, key_limit);
+      online_softmax<C::kFast>(s, acc, row_max, row_sum, p.scale_log2);
+      accumulate_pv<kKeyTiles, kDimTiles, kStride>(acc, s, sV, lane);
     }
     __syncthreads();  // everyone is done with this stage before a later step refills it
   }

@@ -1,0 +1,146 @@
+// Host side of the split-KV decode kernel (attention_decode.cuh): which configuration runs, how a step's keys
+// are split, the launch. FOVEA_CUDA_DECODE_KERNEL picks the kernel for benchmarking: old (the general kernel,
+// attention_mma.cuh), w2 / w4 / w8 (this kernel with 2, 4 or 8 warps per block; w4, the default, when unset);
+// FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 2). Both are read once.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/cuda_check.h"
+
+namespace fovea::cuda {
+namespace {
+
+// 2 warps x 4 stages (68 KiB, three blocks per SM), 4 x 3 (102 KiB, two per SM), 8 x 3 (204 KiB, one per SM) at
+// head dim 128: each keeps 2-3 tiles of 8.5 KiB per warp loading, 128-150 KiB per SM.
+template <int kPad>
+using DecodeW2 = SplitDecodeConfig<kPad, 2, 4>;
+template <int kPad>
+using DecodeW4 = SplitDecodeConfig<kPad, 4, 3>;
+template <int kPad>
+using DecodeW8 = SplitDecodeConfig<kPad, 8, 3>;
+
+enum class Variant { kOld, kW2, kW4, kW8 };
+
+// A split of fewer keys than this is not worth its block: 128 keys are two tiles per warp of a 4-warp block.
+constexpr int kMinSplitKeys = 128;
+
+struct Setup {
+  Variant variant = Variant::kW4;
+  int sms = 0;
+  int blocks_per_sm[3] = {1, 1, 1};  // by padded head dim 32, 64, 128
+  double waves = 2;
+};
+
+int pad_index(int head_dim) { return head_dim <= 32 ? 0 : head_dim <= 64 ? 1 : 2; }
+
+template <class C>
+int prepare_config() {
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(split_decode_attention<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        C::smem_bytes()));
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(split_decode_attention<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+  int blocks = 0;
+  FOVEA_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, split_decode_attention<C>, C::kThreads, C::smem_bytes()));
+  return std::max(blocks, 1);
+}
+
+template <template <int> class V>
+void prepare_variant(Setup& s) {
+  s.blocks_per_sm[0] = prepare_config<V<32>>();
+  s.blocks_per_sm[1] = prepare_config<V<64>>();
+  s.blocks_per_sm[2] = prepare_config<V<128>>();
+}
+
+Setup make_setup() {
+  Setup s;
+  const char* kernel = std::getenv("FOVEA_CUDA_DECODE_KERNEL");
+  const std::string name = kernel ? kernel : "";
+  if (name == "old") {
+    s.variant = Variant::kOld;
+    return s;
+  }
+  FOVEA_CHECK(name.empty() || name == "new" || name == "w2" || name == "w4" || name == "w8",
+              "FOVEA_CUDA_DECODE_KERNEL=", name, ": expected old, new, w2, w4 or w8");
+  s.variant = name == "w2" ? Variant::kW2 : name == "w8" ? Variant::kW8 : Variant::kW4;
+  if (s.variant == Variant::kW2) prepare_variant<DecodeW2>(s);
+  if (s.variant == Variant::kW4) prepare_variant<DecodeW4>(s);
+  if (s.variant == Variant::kW8) prepare_variant<DecodeW8>(s);
+  int device = 0;
+  FOVEA_CUDA_CHECK(cudaGetDevice(&device));
+  FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
+  if (const char* waves = std::getenv("FOVEA_CUDA_DECODE_WAVES")) {
+    s.waves = std::atof(waves);
+    FOVEA_CHECK(s.waves > 0, "FOVEA_CUDA_DECODE_WAVES=", waves, ": expected a positive number");
+  }
+  return s;
+}
+
+const Setup& setup() {
+  static const Setup s = make_setup();
+  return s;
+}
+
+template <class C>
+void launch_config(const AttentionProblem& p, int num_seqs, cudaStream_t stream) {
+  const dim3 grid(p.num_splits, p.kv_heads, num_seqs);
+  split_decode_attention<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+template <template <int> class V>
+void launch_variant(const AttentionProblem& p, int num_seqs, cudaStream_t stream) {
+  if (p.head_dim <= 32) return launch_config<V<32>>(p, num_seqs, stream);
+  if (p.head_dim <= 64) return launch_config<V<64>>(p, num_seqs, stream);
+  launch_config<V<128>>(p, num_seqs, stream);
+}
+
+}  // namespace
+
+void prepare_split_decode_kernels() { setup(); }
+
+SplitDecodePlan plan_split_decode(const PagedAttentionArgs& a, int group, int max_splits) {
+  const Setup& s = setup();
+  SplitDecodePlan plan;
+  const int64_t rows = int64_t(a.max_q_len) * group;
+  if (s.variant == Variant::kOld || a.num_seqs <= 0 || a.max_q_len < 1 || rows > 16) return plan;
+  if (a.head_dim % 8 != 0 || a.head_dim > 128) return plan;
+  plan.use = true;
+  if (!a.workspace) return plan;
+  // Enough blocks for `waves` full waves of the GPU, but no split under kMinSplitKeys keys, no more splits than
+  // the combine kernel merges, and the partials must fit the workspace.
+  const int64_t pairs = int64_t(a.num_seqs) * a.kv_heads;
+  const int64_t target = int64_t(std::ceil(s.waves * s.sms * s.blocks_per_sm[pad_index(a.head_dim)]));
+  const int64_t wanted = (target + pairs - 1) / pairs;
+  const int64_t by_keys = a.max_ctx_len / kMinSplitKeys;
+  const size_t per_split = size_t(pairs) * size_t(rows) * (a.head_dim + 2) * sizeof(float);
+  const int64_t by_memory = int64_t(a.workspace_bytes / per_split);
+  int64_t splits = std::min<int64_t>({wanted, by_keys, by_memory, max_splits});
+  if (splits < 2) return plan;
+  // Equal key ranges, each a whole number of 16-key warp tiles (a block's time is its busiest warp's tiles, so
+  // ranges are not rounded to whole rounds of the warps); rounding up may leave fewer splits.
+  constexpr int64_t kTileKeys = DecodeW4<128>::kKeys;
+  const int64_t keys = (a.max_ctx_len + splits - 1) / splits;
+  const int64_t split_keys = (keys + kTileKeys - 1) / kTileKeys * kTileKeys;
+  splits = (a.max_ctx_len + split_keys - 1) / split_keys;
+  if (splits < 2) return plan;
+  plan.splits = int(splits);
+  plan.split_keys = int(split_keys);
+  return plan;
+}
+
+void launch_split_decode(const AttentionProblem& p, int num_seqs, cudaStream_t stream) {
+  if (num_seqs == 0) return;
+  switch (setup().variant) {
+    case Variant::kW2: return launch_variant<DecodeW2>(p, num_seqs, stream);
+    case Variant::kW4: return launch_variant<DecodeW4>(p, num_seqs, stream);
+    case Variant::kW8: return launch_variant<DecodeW8>(p, num_seqs, stream);
+    case Variant::kOld: break;
+  }
+  FOVEA_FAIL("launch_split_decode: FOVEA_CUDA_DECODE_KERNEL=old selects the general kernel");
+}
+
+}  // namespace fovea::cuda
