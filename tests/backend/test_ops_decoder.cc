@@ -148,6 +148,26 @@ TEST_F(PagedOpsTest, PrefillAndChunkedPrefill) {
   run_case({{30, 2}, {30, 41}, 4, 4, 20, 8});                         // head dim not a multiple of 8
 }
 
+// Steps with more than 64 query rows per (sequence, KV head) run the wgmma kernel on sm_90a: multi-tile
+// prompts with decode rows in the same step, group sizes 4 and 7, head dims padded to 64 and 128, key tiles
+// cut by the cache's block size and by kv_len.
+TEST_F(PagedOpsTest, PrefillLongAndPaddedHeadDims) {
+  run_case({{300, 1, 129, 17}, {300, 700, 700, 17}, 32, 8, 128, 16});  // InternLM2-7B heads
+  run_case({{257, 2}, {400, 258}, 28, 4, 128, 16});                    // Qwen2.5-7B grouping (7)
+  run_case({{96, 40}, {96, 200}, 4, 2, 72, 16});                       // head dim 72 -> 128
+  run_case({{130}, {1000}, 2, 1, 40, 32});                             // head dim 40 -> 64, long context
+  run_case({{65, 64}, {65, 64}, 2, 2, 96, 8});                         // one row over a tile, one at it
+}
+
+TEST_F(OpsTest, AttentionDenseVitShape) {
+  const int batch = 3, tokens = 1025, heads = 4, head_dim = 64;  // InternViT-300M tile: 1,025 tokens
+  const int rows = batch * tokens, width = heads * head_dim;
+  Twin qkv = twin(random_host({rows, 3 * width}, -2.f, 2.f)), out = output({rows, width});
+  cpu_->attention_dense(qkv.cpu, batch, tokens, heads, head_dim, out.cpu);
+  gpu_->attention_dense(qkv.gpu, batch, tokens, heads, head_dim, out.gpu);
+  expect_close(out, kAttentionTol, "attention_dense ViT tile shape");
+}
+
 TEST_F(OpsTest, RopeAndKvWrite) {
   struct Case {
     int tokens, heads, kv_heads, head_dim;

@@ -2,6 +2,9 @@
 // matrix in memory. The tensor-core kernel (attention_mma.cuh) serves head dims up to 128, padded to 32, 64 or
 // 128 with zeros, when head_dim is a multiple of 8 (its cp.async copies move 16-byte chunks); a SIMT kernel
 // (one warp per query row, below) serves every other even head dim up to 256.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
 #include <cmath>
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +13,7 @@
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_mma.cuh"
+#include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -68,19 +72,37 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
     if (first + i < p.head_dim) out[first + i] = __float2bfloat16(acc[i]);
 }
 
-// Two tile configurations, chosen by the 2026-11-29 sweeps (bench/results/cuda_ops_2026-11-29.md, runs 3 and 4):
-// 8-warp blocks (128 query rows, 2 stages) were fastest for the ViT and for prefill (200 and 168 TFLOP/s against
-// 159 and 120 for 4-warp blocks); 4-warp blocks with the fast softmax were fastest for split-KV decode (1.9 TB/s
-// against 1.4). At head dim 128 the 8-warp block re-reads Q from shared memory and caps registers at 128 so
-// that two blocks share a multiprocessor (run 4: paged prefill 168 -> 188 TFLOP/s); at head dim 64 the same
-// change was 2% slower for the ViT, so there Q stays in registers. FOVEA_CUDA_ATTN_VARIANT=1 or 3 forces one
-// configuration everywhere, for benchmarking.
+// mma.sync tile configurations, chosen by the 2026-11-29 sweeps (bench/results/cuda_ops_2026-11-29.md, runs 3
+// and 4): 8-warp blocks (128 query rows, 2 stages) were fastest for the ViT and for prefill (200 and 168 TFLOP/s
+// against 159 and 120 for 4-warp blocks); 4-warp blocks with the fast softmax were fastest for split-KV decode
+// (1.9 TB/s against 1.4). At head dim 128 the 8-warp block re-reads Q from shared memory and caps registers at
+// 128 so that two blocks share a multiprocessor (run 4: paged prefill 168 -> 188 TFLOP/s); at head dim 64 the
+// same change was 2% slower for the ViT, so there Q stays in registers. On sm_90a, dense and non-split paged
+// steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernel (attention_wgmma.cuh)
+// instead. FOVEA_CUDA_ATTN_VARIANT forces a path, for benchmarking: 1 = DecodeConfig everywhere, 3 =
+// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/27/29 = one wgmma
+// configuration (27 and 29 copy K/V with the tensor memory accelerator where tma_fits).
 template <int kPad>
 using PrefillConfig =
     std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
 template <int kPad>
 using DecodeConfig = MmaConfig<kPad, 4, 2, true>;
-int g_forced_variant = 0;  // 0: by mode; 1: DecodeConfig always; 3: PrefillConfig always
+int g_forced_variant = 0;  // see above; 0: by mode
+bool g_wgmma_built = false;  // the binary's kernels were compiled for sm_90a and the device runs them
+
+// wgmma configurations (warpgroups of 64 rows, keys per tile, stages, K/V by TMA), from the 2026-11-29 sweep
+// (bench/results/cuda_ops_2026-11-29.md, run 8): TMA copies were 1.4-1.7x the cp.async ones; 2 warpgroups were
+// best at head dim 64 (ViT 284 TFLOP/s against 202 for mma.sync), 3 at head dim 128 (prefill 318 against 186).
+// The cp.async twins serve what TMA cannot (head dims padded to 64/128, paged block sizes not dividing 64).
+template <int kPad>
+using Wgmma21 = WgmmaConfig<kPad, 2, 64, 2>;
+template <int kPad>
+using Wgmma22 = WgmmaConfig<kPad, 3, 64, 2>;
+template <int kPad>
+using Wgmma27 = WgmmaConfig<kPad, 2, 64, 2, true>;
+template <int kPad>
+using Wgmma29 = WgmmaConfig<kPad, 3, 64, 2, true>;
+constexpr int kDefaultWgmma64 = 27, kDefaultWgmma128 = 29;
 
 template <class C>
 void set_smem_limit() {
@@ -100,6 +122,20 @@ void set_smem_limits() {
 }
 
 template <class C>
+void set_wgmma_limit() {
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_wgmma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        C::smem_bytes()));
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_wgmma<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                        int(cudaSharedmemCarveoutMaxShared)));
+}
+
+template <template <int> class V>
+void set_wgmma_limits() {
+  set_wgmma_limit<V<64>>();
+  set_wgmma_limit<V<128>>();
+}
+
+template <class C>
 void launch_config(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
   const int row_tiles = int((int64_t(max_q_len) * p.group + C::kRows - 1) / C::kRows);
   const dim3 grid(p.num_splits > 1 ? p.num_splits : row_tiles, p.kv_heads, num_seqs);
@@ -114,8 +150,86 @@ void launch_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cuda
   return launch_config<V<128>>(p, num_seqs, max_q_len, stream);
 }
 
+// A 2-D tensor map over a row-major bf16 matrix [rows, cols], read in boxes of 64 columns x box_rows rows that
+// land 128-byte swizzled (the layout attention_wgmma.cuh's tiles have); reads past the end are zeros.
+CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    FOVEA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    FOVEA_CHECK(found == cudaDriverEntryPointSuccess && fn, "attention: the driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows}, strides[1] = {cols * sizeof(bf16)};
+  const cuuint32_t box[2] = {64, box_rows}, element_strides[2] = {1, 1};
+  const CUresult result =
+      encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  FOVEA_CHECK(result == CUDA_SUCCESS, "attention: cuTensorMapEncodeTiled failed (", int(result), ") for ", rows,
+              " x ", cols);
+  return map;
+}
+
+// Whether a TMA configuration with kKeys-key tiles can serve this problem (else its cp.async twin runs).
+bool tma_fits(const AttentionProblem& p, int keys) {
+  if (p.head_dim != 64 && p.head_dim != 128) return false;
+  if (!p.paged) return true;
+  return p.block_size % 8 == 0 && keys % p.block_size == 0 && keys / p.block_size <= 32;
+}
+
+template <class C>
+void launch_wgmma_config(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  const int row_tiles = int((int64_t(max_q_len) * p.group + C::kRows - 1) / C::kRows);
+  CUtensorMap k_map{}, v_map{};
+  if constexpr (C::kTma) {
+    if (p.paged) {
+      const uint64_t cols = uint64_t(p.kv_heads) * p.head_dim, rows = uint64_t(p.num_blocks) * p.block_size;
+      k_map = tensor_map(p.k_cache, cols, rows, uint32_t(p.block_size));
+      v_map = tensor_map(p.v_cache, cols, rows, uint32_t(p.block_size));
+    } else {
+      k_map = tensor_map(p.qkv, uint64_t(p.qkv_row), uint64_t(num_seqs) * p.tokens, uint32_t(C::kKeys));
+      v_map = k_map;
+    }
+  }
+  flash_attention_wgmma<C>
+      <<<dim3(row_tiles, p.kv_heads, num_seqs), C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+template <template <int> class V>
+void launch_wgmma_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  if (p.head_dim <= 64) return launch_wgmma_config<V<64>>(p, num_seqs, max_q_len, stream);
+  launch_wgmma_config<V<128>>(p, num_seqs, max_q_len, stream);
+}
+
+// The wgmma kernel serves head dims in (32, 128] that are multiples of 8, one row tile per sequence and KV head
+// being at least 64 query rows (decode-like steps stay on the 64-row mma.sync tiles).
+int wgmma_variant(const AttentionProblem& p, int max_q_len) {
+  if (!g_wgmma_built || g_forced_variant == 1 || g_forced_variant == 3 || g_forced_variant == 9) return 0;
+  if (p.num_splits != 1 || p.head_dim <= 32 || p.head_dim > 128 || p.head_dim % 8 != 0 ||
+      int64_t(max_q_len) * p.group <= 64)
+    return 0;
+  if (g_forced_variant >= 20) return g_forced_variant;
+  return p.head_dim <= 64 ? kDefaultWgmma64 : kDefaultWgmma128;
+}
+
+void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  switch (variant) {
+    case 21: return launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
+    case 22: return launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
+    case 27: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma27>(p, num_seqs, max_q_len, stream)
+                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
+    case 29: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma29>(p, num_seqs, max_q_len, stream)
+                                    : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
+    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 27, 29)");
+  }
+}
+
 void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  const bool decode = g_forced_variant == 1 || (g_forced_variant == 0 && p.num_splits > 1);
+  if (const int variant = wgmma_variant(p, max_q_len)) return launch_wgmma(variant, p, num_seqs, max_q_len, stream);
+  const bool decode = g_forced_variant == 1 || (g_forced_variant != 3 && p.num_splits > 1);
   if (decode) return launch_variant<DecodeConfig>(p, num_seqs, max_q_len, stream);
   launch_variant<PrefillConfig>(p, num_seqs, max_q_len, stream);
 }
@@ -197,10 +311,34 @@ AttentionProblem base_problem(const bf16* qkv, bf16* out, int heads, int kv_head
 
 }  // namespace
 
+__global__ void wgmma_probe(int* built_for_sm90a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  *built_for_sm90a = 1;
+#else
+  *built_for_sm90a = 0;
+#endif
+}
+
 void prepare_attention_kernels() {
   set_smem_limits<PrefillConfig>();
   set_smem_limits<DecodeConfig>();
+  prepare_split_decode_kernels();
   if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
+  // Whether the kernels were compiled for sm_90a is known only on the device: ask a one-thread kernel once.
+  int* flag = nullptr;
+  FOVEA_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
+  wgmma_probe<<<1, 1>>>(flag);
+  int built = 0;
+  const cudaError_t launched = cudaGetLastError();
+  if (launched == cudaSuccess) FOVEA_CUDA_CHECK(cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost));
+  FOVEA_CUDA_CHECK(cudaFree(flag));
+  g_wgmma_built = launched == cudaSuccess && built == 1;
+  if (g_wgmma_built) {
+    set_wgmma_limits<Wgmma21>();
+    set_wgmma_limits<Wgmma22>();
+    set_wgmma_limits<Wgmma27>();
+    set_wgmma_limits<Wgmma29>();
+  }
 }
 
 void launch_attention_dense(const DenseAttentionArgs& a, cudaStream_t stream) {

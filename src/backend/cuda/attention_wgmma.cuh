@@ -1,0 +1,370 @@
+// Hopper (sm_90a) flash attention on warpgroup MMA (wgmma): the same problem and row mapping as the mma.sync
+// kernel (attention_common.cuh), for dense (ViT) and non-split paged (prefill) steps.
+//
+// A block holds kGroups warpgroups of 64 query rows each. K/V tiles of kKeys keys land in shared memory kStages
+// deep, in the 128-byte-swizzled layout wgmma reads directly: row r (a query or a key) of 64 bf16 = 128 bytes,
+// its 16-byte chunk c stored at chunk c ^ (r % 8); a 128-wide head dim is two such column blocks one after the
+// other. With kTma the tensor memory accelerator copies them (warp 0 issues one box per column block, or per
+// cache page, and an mbarrier per stage counts the bytes in), else every thread issues 16-byte cp.async copies.
+// Per key tile each warpgroup issues S = Q·K^T (A and B from shared memory, K-major) and, after the online
+// softmax in registers, O += P·V with P from registers (its accumulator layout is exactly the A-fragment layout)
+// and V from shared memory read N-major (transposed B). The S and O accumulators are the mma.sync m16n8
+// fragments of each warp's 16 rows, so the softmax is the mma.sync kernel's. One __syncthreads per tile frees
+// the stage the next copy goes to.
+#pragma once
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/attention_mma.cuh"
+
+namespace fovea::cuda {
+
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, bool kTensorCopies = false>
+struct WgmmaConfig {
+  static_assert(kPadDim == 64 || kPadDim == 128, "head dim padded to 64 or 128");
+  static_assert(kKeyTile == 64 || kKeyTile == 128, "64- or 128-key tiles");
+  static_assert(kNumStages >= 2, "at least double buffering");
+  static constexpr int kPad = kPadDim;
+  static constexpr int kGroups = kNumGroups;
+  static constexpr int kRows = 64 * kNumGroups;
+  static constexpr int kKeys = kKeyTile;
+  static constexpr int kStages = kNumStages;
+  // K/V tiles copied by the tensor memory accelerator (cp.async.bulk.tensor, one thread issues a whole tile and
+  // an mbarrier counts the bytes in) instead of 16-byte cp.async by every thread: the math warps then spend no
+  // instructions on addresses. Needs head_dim == kPad and (paged) a block size that divides kKeys.
+  static constexpr bool kTma = kTensorCopies;
+  static constexpr int kThreads = 128 * kNumGroups;
+  static constexpr int kChunks = kPad / 8;  // 16-byte chunks per row
+  static constexpr int kQBytes = kRows * kPad * 2;
+  static constexpr int kTileBytes = kKeys * kPad * 2;  // K or V of one stage
+  // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle-atom boundary.
+  static constexpr int kBarrierBytes = 8 * kNumStages;  // one "tile landed" mbarrier per stage (TMA only)
+  static constexpr int smem_bytes() { return kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + 1024; }
+};
+
+namespace wgmma_detail {
+
+// Byte offset of 16-byte chunk c of row r in a swizzled tile of `rows` rows (see the file comment).
+__device__ __forceinline__ uint32_t swizzled(int rows, int r, int c) {
+  return uint32_t((c >> 3) * rows * 128 + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte offsets (>> 4).
+__device__ __forceinline__ uint64_t descriptor(uint32_t addr, uint32_t leading, uint32_t stride) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((leading >> 4) & 0x3FFF) << 16) |
+         (uint64_t((stride >> 4) & 0x3FFF) << 32) | (uint64_t(1) << 62);
+}
+
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// cp.async writes are generic-proxy writes; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Keeps the compiler from moving accesses of accumulator registers across wgmma issue and wait.
+template <int N>
+__device__ __forceinline__ void pin(float (&d)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[i][e])::"memory");
+}
+
+// d (64 x N, f32; [N / 8][4]: the m16n8 fragments of each warp's 16 rows) = or += A (64 x 16, smem, K-major)
+// · B (16 x N, smem, K-major). The wrappers below are generated (one operand per accumulator register).
+template <int N>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int accumulate);
+// d (64 x N, f32) += A (64 x 16, registers) · B (16 x N, smem, N-major).
+template <int N>
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t desc_b);
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+__device__ __forceinline__ void wgmma_ss<64>(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs_tb<64>(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_ss<128>(float (&d)[16][4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wgmma_rs_tb<128>(float (&d)[16][4], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+__device__ __forceinline__ void barrier_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// The arrival of this phase, announcing `bytes` of copies that will complete on the barrier.
+__device__ __forceinline__ void barrier_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void barrier_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Box (x = column, y = row) of a 2-D tensor map into shared memory, 128-byte swizzled by the map.
+__device__ __forceinline__ void tensor_copy(uint32_t dst, const CUtensorMap& map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+
+// Starts copying rows [0, rows) of a tile into swizzled shared memory; `src_of(row)` gives the row's source (null:
+// zeros). Columns past head_dim become zeros.
+template <class C, class SrcOf>
+__device__ __forceinline__ void load_tile(unsigned char* dst, int rows, const AttentionProblem& p, SrcOf src_of) {
+  for (int chunk = threadIdx.x; chunk < rows * C::kChunks; chunk += C::kThreads) {
+    const int row = chunk / C::kChunks, c = chunk % C::kChunks;
+    const __nv_bfloat16* src = c * 8 < p.head_dim ? src_of(row) : nullptr;
+    mma_detail::cp_async16(dst + swizzled(rows, row, c), src ? src + c * 8 : p.qkv, src != nullptr);
+  }
+}
+
+}  // namespace wgmma_detail
+
+namespace wgmma_detail {
+
+// Per-thread softmax state of its two rows (g and g + 8 of its warp's 16).
+struct RowState {
+  float max[2] = {-INFINITY, -INFINITY}, sum[2] = {0.f, 0.f};
+  int key_limit[2];  // last key each row may see (-1: padding row)
+  int warp_min_limit;  // tiles wholly at or below it need no mask
+};
+
+// Issues S = Q·K^T for one key tile (asynchronously; the caller waits).
+template <class C>
+__device__ __forceinline__ void issue_scores(float (&s)[C::kKeys / 8][4], uint32_t q_addr, uint32_t k_addr) {
+  pin(s);
+  fence();
+#pragma unroll
+  for (int k = 0; k < C::kPad / 16; ++k) {
+    const uint32_t column = uint32_t(k / 4), within = uint32_t(k % 4) * 32;
+    wgmma_ss<C::kKeys>(s, descriptor(q_addr + column * C::kRows * 128 + within, 16, 1024),
+                       descriptor(k_addr + column * C::kKeys * 128 + within, 16, 1024), k > 0);
+  }
+  commit();
+}
+
+// Issues O += P·V for one key tile: S's accumulators of key columns 16k..16k+15 are the A fragment of step k.
+// All fragments are packed before the fence, so that no register feeding a queued wgmma changes between issues
+// (else the compiler has to insert a warpgroup.arrive before each one).
+template <class C>
+__device__ __forceinline__ void issue_values(float (&acc)[C::kPad / 8][4], const float (&s)[C::kKeys / 8][4],
+                                             uint32_t v_addr) {
+  uint32_t p_frag[C::kKeys / 16][4];
+#pragma unroll
+  for (int k = 0; k < C::kKeys / 16; ++k) {
+    p_frag[k][0] = mma_detail::pack_bf16(s[2 * k][0], s[2 * k][1]);
+    p_frag[k][1] = mma_detail::pack_bf16(s[2 * k][2], s[2 * k][3]);
+    p_frag[k][2] = mma_detail::pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
+    p_frag[k][3] = mma_detail::pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
+  }
+  pin(acc);
+  fence();
+#pragma unroll
+  for (int k = 0; k < C::kKeys / 16; ++k)
+    wgmma_rs_tb<C::kPad>(acc, p_frag[k], descriptor(v_addr + uint32_t(k) * 16 * 128, C::kKeys * 128, 1024));
+  commit();
+}
+
+}  // namespace wgmma_detail
+
+// k_map / v_map (TMA configurations only): dense, both over qkv [tokens, qkv_row] with 64 x kKeys boxes; paged,
+// over the caches [num_blocks * block_size, kv_heads * head_dim] with 64 x block_size boxes.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    flash_attention_wgmma(AttentionProblem p, const __grid_constant__ CUtensorMap k_map,
+                          const __grid_constant__ CUtensorMap v_map) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using namespace wgmma_detail;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
+  unsigned char* sQ = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  auto stage_k = [&](int tile) { return sQ + C::kQBytes + 2 * (tile % C::kStages) * C::kTileBytes; };
+  auto stage_v = [&](int tile) { return stage_k(tile) + C::kTileBytes; };
+  auto saddr = [](const unsigned char* ptr) { return uint32_t(__cvta_generic_to_shared(ptr)); };
+
+  const int seq = blockIdx.z, kv_head = blockIdx.y;
+  const SequenceSpan span = sequence_span(p, seq);
+  // Causal blocks late in a sequence see the most keys: schedule them first so the grid's tail is short.
+  const int row_tile = p.paged ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int row0 = row_tile * C::kRows;
+  if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
+  const int group_index = threadIdx.x / 128, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int last_token = min(span.q_len - 1, (row0 + C::kRows - 1) / p.group);
+  const int kv_end = min(span.kv_len, span.limit(last_token) + 1);
+  const int end_tile = max(0, (kv_end + C::kKeys - 1) / C::kKeys);
+
+  auto load_keys = [&](int tile) {
+    const int key0 = tile * C::kKeys;
+    auto row_src = [&](int which) {
+      return [&, which](int row) -> const __nv_bfloat16* {
+        const int pos = key0 + row;
+        if (pos >= kv_end) return nullptr;
+        const int64_t offset = kv_row_offset(p, span, seq, pos, kv_head);
+        return offset < 0 ? nullptr : kv_base(p, which) + offset;
+      };
+    };
+    load_tile<C>(stage_k(tile), C::kKeys, p, row_src(0));
+    load_tile<C>(stage_v(tile), C::kKeys, p, row_src(1));
+  };
+  // TMA: warp 0 copies a stage; lane 0 announces the bytes, then lane i copies page i (dense: one box per
+  // column block). Pages the block table cannot name are read past the end of the cache: the copy engine fills
+  // them with zeros (and still counts their bytes).
+  const uint32_t bars = saddr(sQ + C::kQBytes + 2 * C::kStages * C::kTileBytes);
+  auto tma_keys = [&](int tile) {
+    if (threadIdx.x >= 32) return;
+    const int key0 = tile * C::kKeys;
+    const uint32_t bar = bars + 8 * uint32_t(tile % C::kStages);
+    if (threadIdx.x == 0) barrier_expect(bar, 2 * C::kTileBytes);
+    __syncwarp();
+    const uint32_t k_dst = saddr(stage_k(tile)), v_dst = saddr(stage_v(tile));
+    if (!p.paged) {
+      if (threadIdx.x >= C::kPad / 64) return;
+      const int cb = threadIdx.x, y = seq * p.tokens + key0;
+      tensor_copy(k_dst + cb * C::kKeys * 128, k_map, (p.heads + kv_head) * p.head_dim + cb * 64, y, bar);
+      tensor_copy(v_dst + cb * C::kKeys * 128, v_map, (p.heads + p.kv_heads + kv_head) * p.head_dim + cb * 64, y,
+                  bar);
+      return;
+    }
+    const int page = threadIdx.x, pages = C::kKeys / p.block_size;
+    if (page >= pages) return;
+    const int logical = key0 / p.block_size + page;
+    int block = logical < p.max_blocks_per_seq ? p.block_table[int64_t(seq) * p.max_blocks_per_seq + logical] : -1;
+    if (block < 0 || block >= p.num_blocks || key0 + page * p.block_size >= kv_end) block = int(p.num_blocks);
+    const int y = block * p.block_size;
+#pragma unroll
+    for (int cb = 0; cb < C::kPad / 64; ++cb) {
+      const uint32_t offset = uint32_t(cb * C::kKeys * 128 + page * p.block_size * 128);
+      tensor_copy(k_dst + offset, k_map, kv_head * p.head_dim + cb * 64, y, bar);
+      tensor_copy(v_dst + offset, v_map, kv_head * p.head_dim + cb * 64, y, bar);
+    }
+  };
+  if constexpr (C::kTma) {
+    if (threadIdx.x == 0) {
+      for (int i = 0; i < C::kStages; ++i) barrier_init(bars + 8 * i, 1);
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
+
+  // Pipeline: group 0 = Q, group 1 + i = key tile i; one group (possibly empty) is committed per step.
+  load_tile<C>(sQ, C::kRows, p, [&](int row) -> const __nv_bfloat16* {
+    const int token = (row0 + row) / p.group;
+    return token < span.q_len ? query_ptr(p, span, token, kv_head * p.group + (row0 + row) % p.group) : nullptr;
+  });
+  mma_detail::cp_async_commit();
+#pragma unroll
+  for (int i = 0; i < C::kStages - 1; ++i) {
+    if (i < end_tile) {
+      if constexpr (C::kTma) tma_keys(i); else load_keys(i);
+    }
+    mma_detail::cp_async_commit();
+  }
+
+  const int group_row0 = row0 + group_index * 64;
+  const int my_row[2] = {group_row0 + warp * 16 + g, group_row0 + warp * 16 + g + 8};
+  RowState st;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int token = my_row[h] / p.group;
+    st.key_limit[h] = token < span.q_len ? min(span.limit(token), span.kv_len - 1) : -1;
+  }
+  st.warp_min_limit = min(st.key_limit[0], st.key_limit[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    st.warp_min_limit = min(st.warp_min_limit, __shfl_xor_sync(0xffffffffu, st.warp_min_limit, o));
+  // Warpgroup-uniform: whether it has real rows, and the last key any of its rows may see. Visible tiles are a
+  // prefix [0, visible_end) of the key tiles.
+  const bool group_active = group_row0 / p.group < span.q_len;
+  const int group_key_limit = min(span.kv_len - 1, span.limit(min(span.q_len - 1, (group_row0 + 63) / p.group)));
+  const int visible_end = group_active ? min(end_tile, group_key_limit / C::kKeys + 1) : 0;
+
+  float acc[C::kPad / 8][4] = {};
+  const uint32_t q_addr = saddr(sQ) + uint32_t(group_index) * 64 * 128;
+
+  for (int tile = 0; tile < end_tile; ++tile) {
+    // cp.async: Q and tile `tile` have landed (TMA: only Q; the tile's barrier says when it has).
+    mma_detail::cp_async_wait<C::kTma ? 0 : C::kStages - 2>();
+    fence_proxy_async();
+    __syncthreads();  // ... for every thread; and every warpgroup is done with tile - 1's stage
+    const int ahead = tile + C::kStages - 1;
+    if (ahead < end_tile) {
+      if constexpr (C::kTma) tma_keys(ahead); else load_keys(ahead);
+    }
+    mma_detail::cp_async_commit();
+    if (tile >= visible_end) continue;  // nothing visible for this warpgroup's rows
+    if constexpr (C::kTma) barrier_wait(bars + 8 * uint32_t(tile % C::kStages), uint32_t(tile / C::kStages) & 1u);
+    float s[C::kKeys / 8][4];
+    issue_scores<C>(s, q_addr, saddr(stage_k(tile)));
+    wait_all();
+    pin(s);
+    if (tile * C::kKeys + C::kKeys - 1 > st.warp_min_limit) mma_detail::mask_scores(s, tile * C::kKeys, t, st.key_limit);
+    mma_detail::online_softmax<true>(s, acc, st.max, st.sum, p.scale_log2);
+    issue_values<C>(acc, s, saddr(stage_v(tile)));
+    wait_all();
+    pin(acc);
+  }
+  mma_detail::cp_async_wait<0>();  // blocks with no key tile never waited for their Q copy
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 1);
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 2);
+    const int token = my_row[h] / p.group;
+    if (token >= span.q_len) continue;
+    const float inv = st.sum[h] > 0.f ? 1.f / st.sum[h] : 0.f;
+    __nv_bfloat16* out = output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group);
+#pragma unroll
+    for (int d = 0; d < C::kPad / 8; ++d) {
+      const int col = d * 8 + 2 * t;
+      if (col < p.head_dim)
+        *reinterpret_cast<__nv_bfloat162*>(out + col) =
+            __floats2bfloat162_rn(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
+    }
+  }
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+}
+
+// 1 when this binary's attention kernels were built for sm_90a (wgmma available), written by a one-thread probe.
+__global__ void wgmma_probe(int* built_for_sm90a);
+
+}  // namespace fovea::cuda
