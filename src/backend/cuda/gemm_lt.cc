@@ -76,6 +76,8 @@ LtGemm::~LtGemm() {
   // Destructors must not throw: failures while tearing down are ignored.
   for (auto& [key, plan] : plans_) destroy(plan);
   if (workspace_) cudaFree(workspace_);
+  if (scratch_) cudaFree(scratch_);
+  for (void* old : retired_scratch_) cudaFree(old);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -168,7 +170,7 @@ size_t LtGemm::fastest(const Plan& plan, const Operands& o,
 // is the column-major row dimension, exactly where cuBLASLt's epilogue bias goes.
 LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
   const unsigned alignment = common_alignment({o.x, o.w, o.y, has_bias(o.epilogue) ? o.bias : nullptr});
-  const Key key{o.m, o.n, o.k, int(o.epilogue), alignment};
+  const Key key{o.m, o.n, o.k, int(o.epilogue), alignment, o.ldy};
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan plan;
@@ -188,7 +190,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     }
     FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, o.k, o.n, o.k));
     FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, o.k, o.m, o.k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.n));
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.ldy));
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
@@ -205,18 +207,41 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
   return plans_.emplace(key, plan).first->second;
 }
 
+LtGemm::Operands LtGemm::redirect(const Operands& o) {
+  if (o.n % 8 == 0) return o;
+  Operands padded = o;
+  padded.ldy = (o.n + 7) / 8 * 8;
+  const size_t needed = size_t(o.m) * size_t(padded.ldy);
+  if (needed > scratch_elements_) {
+    FOVEA_CHECK(!stream_is_capturing(stream_), "linear N=", o.n, ": the aligned output scratch must grow to ", needed,
+                " elements, which a graph capture forbids (run the shape once before capturing)");
+    // The old buffer stays allocated: graphs recorded earlier may still write to it.
+    if (scratch_) retired_scratch_.push_back(scratch_);
+    scratch_ = nullptr;
+    scratch_elements_ = 0;
+    FOVEA_CUDA_CHECK(cudaMalloc(&scratch_, needed * sizeof(__nv_bfloat16)));
+    scratch_elements_ = needed;
+  }
+  padded.y = scratch_;
+  return padded;
+}
+
 void LtGemm::prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y,
                      int m, int n, int k, GemmEpilogue epilogue) {
   if (m == 0 || n == 0) return;
-  plan_for({x, w, bias, y, m, n, k, epilogue});
+  plan_for(redirect({x, w, bias, y, m, n, k, epilogue, n}));
 }
 
 void LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
                  int n, int k, GemmEpilogue epilogue) {
   if (m == 0 || n == 0) return;
-  const Operands o{x, w, bias, y, m, n, k, epilogue};
+  const Operands o = redirect({x, w, bias, y, m, n, k, epilogue, n});
   const Plan& plan = plan_for(o);
   FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
+  if (o.y != y)
+    FOVEA_CUDA_CHECK(cudaMemcpy2DAsync(y, size_t(n) * sizeof(__nv_bfloat16), o.y, size_t(o.ldy) * sizeof(__nv_bfloat16),
+                                       size_t(n) * sizeof(__nv_bfloat16), size_t(m), cudaMemcpyDeviceToDevice,
+                                       stream_));
 }
 
 }  // namespace fovea::cuda

@@ -7,6 +7,10 @@
 // not always its fastest there: when such a plan is made outside a graph capture, up to 8 of the heuristic's
 // algorithms are timed on the real operands and the fastest is kept for the life of the plan (so the choice is
 // fixed per shape within a process). GemmTuning::enabled = false keeps the first pick (FOVEA_GEMM_TUNE=0).
+//
+// Outputs whose rows are not 16-byte aligned (N not a multiple of 8: the LM head's vocab of 92,553) make
+// cuBLASLt fall back to slow kernels (865 GB/s for the M = 64 LM head on the H200); such a GEMM writes into an
+// aligned scratch with a padded row stride and a 2-D copy moves the rows out (M x N x 2 bytes, a few µs).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -50,13 +54,14 @@ class LtGemm {
     __nv_bfloat16* y;
     int m, n, k;
     GemmEpilogue epilogue;
+    int ldy;  // elements between output rows (n, or n padded for the aligned scratch)
   };
   struct Plan {
     cublasLtMatmulDesc_t op = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int, int, unsigned>;
+  using Key = std::tuple<int, int, int, int, unsigned, int>;
   Plan& plan_for(const Operands& o);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Plan& plan, const Operands& o, unsigned alignment,
                                                           int count);
@@ -64,6 +69,8 @@ class LtGemm {
   size_t fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found);
   cublasStatus_t launch(const Plan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
   static void destroy(Plan& plan);
+  // The operands as launched: unaligned output rows redirected to the scratch (grown here, outside captures).
+  Operands redirect(const Operands& o);
 
   cudaStream_t stream_;
   GemmTuning tuning_;
@@ -72,6 +79,9 @@ class LtGemm {
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
   double tuning_ms_ = 0;  // host time spent tuning, reported in the log lines
+  __nv_bfloat16* scratch_ = nullptr;  // aligned output rows for unaligned N
+  size_t scratch_elements_ = 0;
+  std::vector<void*> retired_scratch_;  // outgrown scratches, kept for graphs that recorded them
 };
 
 }  // namespace fovea::cuda
