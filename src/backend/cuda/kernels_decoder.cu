@@ -10,24 +10,28 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per rotated pair (x[i], x[i + D/2]) of one q or k head of one token. inv_freq and the angle are
-// computed in float32 the way the Hugging Face reference computes them.
+// One thread per (token, rotated pair (x[i], x[i + D/2])): the angle's sine and cosine are computed once and
+// applied to that pair of every rotated head (q and k), so the transcendental work is 1 / (heads + kv_heads) of
+// one thread per element, and a warp's loads of a head are contiguous. inv_freq and the angle are computed in
+// float32 the way the Hugging Face reference computes them. kRopeTokensPerBlock tokens share a block.
+constexpr int kRopeTokensPerBlock = 4;
 __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
                             int head_dim, float theta) {
   const int half = head_dim / 2;
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= int64_t(tokens) * rotated_heads * half) return;
-  const int pair = int(i % half);
-  const int head = int((i / half) % rotated_heads);
-  const int64_t t = i / (int64_t(half) * rotated_heads);
+  const int pair = threadIdx.x;
+  const int t = blockIdx.x * kRopeTokensPerBlock + threadIdx.y;
+  if (t >= tokens || pair >= half) return;
   const float inv_freq = 1.f / powf(theta, float(2 * pair) / float(head_dim));
   const float angle = float(positions[t]) * inv_freq;
   float s, c;
   sincosf(angle, &s, &c);
-  bf16* x = qkv + (t * total_heads + head) * head_dim;
-  const float a = __bfloat162float(x[pair]), b = __bfloat162float(x[pair + half]);
-  x[pair] = __float2bfloat16(a * c - b * s);
-  x[pair + half] = __float2bfloat16(b * c + a * s);
+  bf16* row = qkv + int64_t(t) * total_heads * head_dim;
+  for (int head = 0; head < rotated_heads; ++head) {
+    bf16* x = row + head * head_dim;
+    const float a = __bfloat162float(x[pair]), b = __bfloat162float(x[pair + half]);
+    x[pair] = __float2bfloat16(a * c - b * s);
+    x[pair + half] = __float2bfloat16(b * c + a * s);
+  }
 }
 
 // One thread per kChunk elements of one token's K or V row (kv_heads * head_dim elements). kChunk 8 copies
@@ -121,10 +125,11 @@ __global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int*
 
 void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
                  cudaStream_t stream) {
-  const int64_t work = int64_t(tokens) * (heads + kv_heads) * (head_dim / 2);
-  if (work == 0) return;
-  rope_kernel<<<blocks_for(work, kThreads), kThreads, 0, stream>>>(qkv, positions, tokens, heads + kv_heads,
-                                                                    heads + 2 * kv_heads, head_dim, theta);
+  if (tokens == 0 || head_dim < 2) return;
+  const dim3 block(head_dim / 2, kRopeTokensPerBlock);
+  const int grid = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
+  rope_kernel<<<grid, block, 0, stream>>>(qkv, positions, tokens, heads + kv_heads, heads + 2 * kv_heads, head_dim,
+                                          theta);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
