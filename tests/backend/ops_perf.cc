@@ -153,6 +153,10 @@ void llm_prefill(Perf& p) {
   Tensor res = p.random(DType::BF16, {m, 4096});
   p.report_bytes("llm add_rms_norm [8192,4096]", p.time_ms([&] { p.b().add_rms_norm(res, x, gamma, 1e-5f, y); }),
                  4.0 * m * 4096 * 2);
+  Tensor qkv = p.random(DType::BF16, {m, 6144}), positions = p.b().alloc(DType::I32, {m});
+  p.b().fill_zero(positions);
+  p.report_bytes("llm rope [8192 tok, 32+8 heads D128]",
+                 p.time_ms([&] { p.b().rope(qkv, positions, 32, 8, 128, 1e6f); }), 2.0 * m * 5120 * 2);
   Tensor gate_up = p.random(DType::BF16, {m, 2 * 14336}), h = p.b().alloc(DType::BF16, {m, 14336});
   p.report_bytes("llm silu_mul [8192,14336]", p.time_ms([&] { p.b().silu_mul(gate_up, h); }), 3.0 * m * 14336 * 2);
 }
@@ -172,7 +176,9 @@ void decode_gemms(Perf& p) {
                  Gemm{"decode wo 4096->4096 M=64 (weights)", 4096, 4096},
                  Gemm{"decode w13 4096->28672 M=64 (weights)", 4096, 28672},
                  Gemm{"decode w2 14336->4096 M=64 (weights)", 14336, 4096},
-                 Gemm{"decode lm_head 4096->92553 M=64 (weights)", 4096, 92553}}) {
+                 Gemm{"decode lm_head 4096->92553 M=64 (weights)", 4096, 92553},
+                 Gemm{"decode lm_head-like 4096->92544 M=64 (weights)", 4096, 92544},
+                 Gemm{"decode lm_head-like 4096->92560 M=64 (weights)", 4096, 92560}}) {
     const double weight_bytes = 2.0 * double(g.n) * double(g.k);
     Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
     std::vector<Tensor> w(size_t(std::max(1.0, std::ceil(rotation_bytes / weight_bytes))));

@@ -213,8 +213,9 @@ LtGemm::Operands LtGemm::redirect(const Operands& o) {
   padded.ldy = (o.n + 7) / 8 * 8;
   const size_t needed = size_t(o.m) * size_t(padded.ldy);
   if (needed > scratch_elements_) {
-    FOVEA_CHECK(!stream_is_capturing(stream_), "linear N=", o.n, ": the aligned output scratch must grow to ", needed,
-                " elements, which a graph capture forbids (run the shape once before capturing)");
+    // Growing needs cudaMalloc, which a graph capture forbids: recorded without a big enough scratch (no eager
+    // run of this shape before), the GEMM writes its unaligned rows directly, slower but the same result.
+    if (stream_is_capturing(stream_)) return o;
     // The old buffer stays allocated: graphs recorded earlier may still write to it.
     if (scratch_) retired_scratch_.push_back(scratch_);
     scratch_ = nullptr;
@@ -226,18 +227,33 @@ LtGemm::Operands LtGemm::redirect(const Operands& o) {
   return padded;
 }
 
+// The GEMMs run() issues for o: one, or (unaligned N with split_n) the 64-aligned columns and the remainder.
+std::vector<LtGemm::Operands> LtGemm::pieces(const Operands& o) const {
+  const int main_n = o.n / 64 * 64;
+  if (!tuning_.split_n || o.n % 8 == 0 || main_n == 0) return {o};
+  Operands head = o, tail = o;
+  head.n = main_n;
+  tail.n = o.n - main_n;
+  tail.w = o.w + int64_t(main_n) * o.k;
+  tail.bias = o.bias ? o.bias + main_n : nullptr;
+  tail.y = o.y + main_n;
+  return {head, tail};
+}
+
 void LtGemm::prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y,
                      int m, int n, int k, GemmEpilogue epilogue) {
   if (m == 0 || n == 0) return;
-  plan_for(redirect({x, w, bias, y, m, n, k, epilogue, n}));
+  for (const Operands& piece : pieces(redirect({x, w, bias, y, m, n, k, epilogue, n}))) plan_for(piece);
 }
 
 void LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
                  int n, int k, GemmEpilogue epilogue) {
   if (m == 0 || n == 0) return;
   const Operands o = redirect({x, w, bias, y, m, n, k, epilogue, n});
-  const Plan& plan = plan_for(o);
-  FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
+  for (const Operands& piece : pieces(o)) {
+    const Plan& plan = plan_for(piece);
+    FOVEA_CUBLAS_CHECK(launch(plan, piece, plan.algo));
+  }
   if (o.y != y)
     FOVEA_CUDA_CHECK(cudaMemcpy2DAsync(y, size_t(n) * sizeof(__nv_bfloat16), o.y, size_t(o.ldy) * sizeof(__nv_bfloat16),
                                        size_t(n) * sizeof(__nv_bfloat16), size_t(m), cudaMemcpyDeviceToDevice,

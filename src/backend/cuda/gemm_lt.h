@@ -10,7 +10,9 @@
 //
 // Outputs whose rows are not 16-byte aligned (N not a multiple of 8: the LM head's vocab of 92,553) make
 // cuBLASLt fall back to slow kernels (865 GB/s for the M = 64 LM head on the H200); such a GEMM writes into an
-// aligned scratch with a padded row stride and a 2-D copy moves the rows out (M x N x 2 bytes, a few µs).
+// aligned scratch with a padded row stride and a 2-D copy moves the rows out (M x N x 2 bytes, a few µs). The
+// columns are computed as two GEMMs, N rounded down to a multiple of 64 and the remainder, in case the kernels
+// for an odd N are the slow part (GemmTuning::split_n, FOVEA_GEMM_SPLIT_N=0 for the A/B).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -28,6 +30,7 @@ const char* gemm_epilogue_name(GemmEpilogue e);
 struct GemmTuning {
   bool enabled = true;  // time the heuristic's candidates for M <= kMaxRows
   bool log = false;     // one stderr line per tuned shape
+  bool split_n = true;  // unaligned N: the first N - N % 64 columns in one GEMM, the rest in another
   static constexpr int kMaxRows = 512;
   static constexpr int kCandidates = 8;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
@@ -71,6 +74,7 @@ class LtGemm {
   static void destroy(Plan& plan);
   // The operands as launched: unaligned output rows redirected to the scratch (grown here, outside captures).
   Operands redirect(const Operands& o);
+  std::vector<Operands> pieces(const Operands& o) const;
 
   cudaStream_t stream_;
   GemmTuning tuning_;
