@@ -1,7 +1,10 @@
 // Host side of the split-KV decode kernel (attention_decode.cuh): which configuration runs, how a step's keys
 // are split, the launch. FOVEA_CUDA_DECODE_KERNEL picks the kernel for benchmarking: old (the general kernel,
 // attention_mma.cuh), w2 / w4 / w8 (this kernel with 2, 4 or 8 warps per block; w4, the default, when unset);
-// FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 2). Both are read once.
+// FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 8). Both are read once.
+// Why 8: recorded decode steps size their splits for the padded context (table width x block size, e.g. 1024
+// keys for a ~480-key batch), so few waves leave most splits empty; on the H200 (bench/results, 2026-11-29 A/B,
+// 64 x 256-token decode) the step took 6.76 ms at 2 waves, 7.03 at 4 and 6.46 at 8.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -31,7 +34,7 @@ struct Setup {
   Variant variant = Variant::kW4;
   int sms = 0;
   int blocks_per_sm[3] = {1, 1, 1};  // by padded head dim 32, 64, 128
-  double waves = 2;
+  double waves = 8;
 };
 
 int pad_index(int head_dim) { return head_dim <= 32 ? 0 : head_dim <= 64 ? 1 : 2; }
