@@ -30,7 +30,12 @@ mkdir -p /work && ln -sfn "$PWD" /work/main
   done
 } > "$OUT/gpu_tests.txt" 2>&1
 grep -E "^=== .* rc |PASSED|FAILED  \]" "$OUT/gpu_tests.txt" | grep -v "^\[  FAILED  \] .*, where" | head -40
+# ViT + projector per tile at the InternVL2-8B shape, pixels on the device (issue 5's measurement).
+FOVEA_VIT_PERF=1 timeout 90 $BIN/test_runner --gtest_filter='VitPerf.*' > "$OUT/vit_perf.txt" 2>&1
+grep -E "per tile|FAILED|PASSED" "$OUT/vit_perf.txt"
 bench/gpu/run_all.sh --name h200 --budget "$budget" ${RUN_ALL_ARGS:-}
+# CPU_BENCHES=0 skips the preprocessing and tokenizer benchmarks (they do not depend on the GPU code).
+[ "${CPU_BENCHES:-1}" = 0 ] && exit 0
 echo "=== preprocessing (thread scaling)"
 timeout 90 python3 bench/preprocess/bench_preprocess.py .carry/photos --build $BIN --images 40 --repeat 1 \
   --threads 1,2,4,8,16 --out "$OUT/preprocess.json" 2>&1 | tail -15
