@@ -166,6 +166,23 @@ TEST_F(OpsTest, ArgmaxAndLogSoftmaxGather) {
   }
 }
 
+// The LM head's vocab (92,553: several rounds of the CUDA kernel's strided loads): a tie across rounds and a
+// maximum at the last index.
+TEST_F(OpsTest, ArgmaxFullVocabRows) {
+  const int rows = 3, vocab = 92553;
+  Tensor logits = random_host({rows, vocab}, -8.f, 8.f);
+  logits.ptr<float>()[vocab + 5000] = 20.f;
+  logits.ptr<float>()[vocab + 91000] = 20.f;
+  logits.ptr<float>()[2 * vocab + vocab - 1] = 20.f;
+  Twin l = twin(logits), ids = output({rows}, 'i');
+  cpu_->argmax(l.cpu, ids.cpu);
+  gpu_->argmax(l.gpu, ids.gpu);
+  expect_equal_ints(ids, "argmax full vocab");
+  const Tensor got = gpu_->download(ids.gpu);
+  EXPECT_EQ(got.ptr<int32_t>()[1], 5000);
+  EXPECT_EQ(got.ptr<int32_t>()[2], vocab - 1);
+}
+
 // A recorded sequence replays exactly what direct calls compute, and picks up new data written into its inputs.
 TEST_F(OpsTest, GraphReplayMatchesDirectCalls) {
   ASSERT_TRUE(gpu_->supports_graphs());
