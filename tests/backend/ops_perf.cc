@@ -188,8 +188,9 @@ void decode_gemms(Perf& p) {
   }
 }
 
-// Sequences of equal q_len and ctx_len over a cache with a shuffled block table.
-void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len) {
+// Sequences of equal q_len and ctx_len over a cache with a shuffled block table. planned_ctx > ctx_len plays a
+// recorded decode step, whose plan (splits) is made for the bucket's padded context.
+void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len, int planned_ctx = 0) {
   const int heads = 32, kv_heads = 8, head_dim = 128, block_size = 16;
   const int blocks_per_seq = (ctx_len + block_size - 1) / block_size, num_blocks = seqs * blocks_per_seq;
   std::vector<int32_t> order(static_cast<size_t>(num_blocks));
@@ -205,7 +206,7 @@ void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len) {
     p.b().upload(t, host);
     return t;
   };
-  PagedAttentionBatch batch{put(cu), put(ctx), put(table), seqs, q_len, ctx_len};
+  PagedAttentionBatch batch{put(cu), put(ctx), put(table), seqs, q_len, std::max(ctx_len, planned_ctx)};
   const Shape cache_shape{num_blocks, block_size, kv_heads, head_dim};
   KvCacheLayer cache{p.random(DType::BF16, cache_shape), p.random(DType::BF16, cache_shape)};
   const int tokens = seqs * q_len;
@@ -240,6 +241,8 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
   paged(p, "paged decode 64 seq x ctx 480 (KV bytes)", 64, 1, 480);
   paged(p, "paged decode 256 seq x ctx 480", 256, 1, 480);
   paged(p, "paged decode 1 seq x ctx 3409", 1, 1, 3409);
+  paged(p, "paged decode 64 seq x ctx 480 planned 1024", 64, 1, 480, 1024);
+  paged(p, "paged decode 64 seq x ctx 352 planned 1024", 64, 1, 352, 1024);
 }
 
 }  // namespace

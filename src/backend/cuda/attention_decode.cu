@@ -35,6 +35,7 @@ struct Setup {
   int sms = 0;
   int blocks_per_sm[3] = {1, 1, 1};  // by padded head dim 32, 64, 128
   double waves = 8;
+  bool balance = true;  // FOVEA_CUDA_DECODE_BALANCE=0: split s takes keys [s * split_keys, ...) of every sequence
 };
 
 int pad_index(int head_dim) { return head_dim <= 32 ? 0 : head_dim <= 64 ? 1 : 2; }
@@ -75,6 +76,7 @@ Setup make_setup() {
   int device = 0;
   FOVEA_CUDA_CHECK(cudaGetDevice(&device));
   FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
+  if (const char* balance = std::getenv("FOVEA_CUDA_DECODE_BALANCE")) s.balance = std::string(balance) != "0";
   if (const char* waves = std::getenv("FOVEA_CUDA_DECODE_WAVES")) {
     s.waves = std::atof(waves);
     FOVEA_CHECK(s.waves > 0, "FOVEA_CUDA_DECODE_WAVES=", waves, ": expected a positive number");
@@ -135,8 +137,10 @@ SplitDecodePlan plan_split_decode(const PagedAttentionArgs& a, int group, int ma
   return plan;
 }
 
-void launch_split_decode(const AttentionProblem& p, int num_seqs, cudaStream_t stream) {
+void launch_split_decode(const AttentionProblem& problem, int num_seqs, cudaStream_t stream) {
   if (num_seqs == 0) return;
+  AttentionProblem p = problem;
+  p.balance_splits = setup().balance;
   switch (setup().variant) {
     case Variant::kW2: return launch_variant<DecodeW2>(p, num_seqs, stream);
     case Variant::kW4: return launch_variant<DecodeW4>(p, num_seqs, stream);
