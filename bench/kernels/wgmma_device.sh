@@ -21,12 +21,12 @@ timeout 60 "$ops" --gtest_repeat=2 > "$out/wg_test_ops_default.log" 2>&1
 echo "default test_ops (repeat 2) rc=$? $(passed "$out/wg_test_ops_default.log")" >> "$sum"
 timeout 40 "$golden" > "$out/wg_golden_default.log" 2>&1
 echo "default test_golden_forward rc=$? $(passed "$out/wg_golden_default.log")" >> "$sum"
-for v in 21 22 27 29; do
+for v in 21 22 27 29 31 32; do
   FOVEA_CUDA_ATTN_VARIANT=$v timeout 30 "$ops" --gtest_filter='OpsTest.Attention*:PagedOpsTest.*:OpsTest.Graph*' \
     > "$out/wg_test_ops_v$v.log" 2>&1
   echo "variant $v attention tests rc=$? $(passed "$out/wg_test_ops_v$v.log")" >> "$sum"
 done
-for v in 9 0 21 22 27 29; do
+for v in 9 0 27 29 31 32; do
   FOVEA_CUDA_ATTN_VARIANT=$v FOVEA_OPS_PERF=attention timeout 25 "$ops" --gtest_filter='OpsPerf.*' > "$out/tmp.log" 2>&1
   grep -E " ms " "$out/tmp.log" | grep -v "total)" | sed "s/^/v$v /" >> "$out/wg_perf.log"
 done

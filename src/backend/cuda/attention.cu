@@ -80,8 +80,8 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
 // same change was 2% slower for the ViT, so there Q stays in registers. On sm_90a, dense and non-split paged
 // steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernel (attention_wgmma.cuh)
 // instead. FOVEA_CUDA_ATTN_VARIANT forces a path, for benchmarking: 1 = DecodeConfig everywhere, 3 =
-// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/27/29 = one wgmma
-// configuration (27 and 29 copy K/V with the tensor memory accelerator where tma_fits).
+// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/27/29/31/32 = one
+// wgmma configuration (27 and up copy K/V with the tensor memory accelerator where tma_fits).
 template <int kPad>
 using PrefillConfig =
     std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
@@ -102,6 +102,10 @@ template <int kPad>
 using Wgmma27 = WgmmaConfig<kPad, 2, 64, 2, true>;
 template <int kPad>
 using Wgmma29 = WgmmaConfig<kPad, 3, 64, 2, true>;
+template <int kPad>
+using Wgmma31 = WgmmaConfig<kPad, 1, 64, 2, true>;  // one warpgroup per block: more, independent blocks per SM
+template <int kPad>
+using Wgmma32 = WgmmaConfig<kPad, 2, 128, 2, true>;
 constexpr int kDefaultWgmma64 = 27, kDefaultWgmma128 = 29;
 
 template <class C>
@@ -223,7 +227,11 @@ void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_
                                     : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
     case 29: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma29>(p, num_seqs, max_q_len, stream)
                                     : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
-    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 27, 29)");
+    case 31: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma31>(p, num_seqs, max_q_len, stream)
+                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
+    case 32: return tma_fits(p, 128) ? launch_wgmma_variant<Wgmma32>(p, num_seqs, max_q_len, stream)
+                                     : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
+    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 27, 29, 31, 32)");
   }
 }
 
@@ -338,6 +346,8 @@ void prepare_attention_kernels() {
     set_wgmma_limits<Wgmma22>();
     set_wgmma_limits<Wgmma27>();
     set_wgmma_limits<Wgmma29>();
+    set_wgmma_limits<Wgmma31>();
+    set_wgmma_limits<Wgmma32>();
   }
 }
 
