@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "image/normalize_kernels.h"
 
 namespace fovea {
 
@@ -32,6 +33,9 @@ struct PagedAttentionBatch {
   int max_q_len = 0;    // host-side maxima, for launch shapes
   int max_ctx_len = 0;
 };
+
+// Per-channel mean and std of the pixel normalisation (header-only; the image pipeline uses the same struct).
+using NormalizeConstants = normalize_kernels::ChannelConstants;
 
 // One layer's KV cache: [num_blocks, block_size, kv_heads, head_dim] for K and for V.
 struct KvCacheLayer {
@@ -82,6 +86,10 @@ class Backend {
   virtual void gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) = 0;
 
   // ---- vision ----
+  // out[t,c,y,x] = (float(rgb[t,y,x,c]) / 255 - k.mean[c]) / k.std_dev[c] in float32, each op IEEE-rounded
+  // (torchvision's ToTensor + Normalize): rgb [T,H,W,3] U8, out [T,3,H,W] F32. Bit-identical on every backend
+  // and to the host pipeline's normalize_tiles, so tiles may travel to the device as bytes.
+  virtual void normalize_pixels(const Tensor& rgb, const NormalizeConstants& k, Tensor& out) = 0;
   // pixels [B,3,S,S] F32 (normalised) -> patches [B*(S/p)^2, 3*p*p] in (channel, ky, kx) order, patch row-major.
   virtual void patchify(const Tensor& pixels, int patch, Tensor& patches) = 0;
   // out[b,0] = cls + pos[0]; out[b,1+i] = patch_emb[b*P+i] + pos[1+i]. patch_emb [B*P,C], cls [C], pos [P+1,C],

@@ -33,6 +33,7 @@ const char* kUsage =
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
+    "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -56,7 +57,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--decode-reps", "--help"});
+                     "--cpu-normalize", "--decode-reps", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -74,6 +75,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.engine.backend = args.get("--backend", "auto");
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
+  c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");

@@ -22,6 +22,7 @@ const char* kUsage =
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
     "  --vit-graphs (replay ViT batches as recordings per tile-count bucket too; CUDA only)\n"
+    "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
@@ -43,7 +44,8 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--dump-logits", "--help"});
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--dump-logits",
+                     "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -54,6 +56,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   c.engine.model_dir = args.get("--model");
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
+  c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

@@ -25,6 +25,7 @@ const char* kUsage =
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
+    "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {
@@ -44,7 +45,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -54,6 +55,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.engine.model_dir = args.get("--model");
   if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
+  c.engine.gpu_normalize = !args.has("--cpu-normalize");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");

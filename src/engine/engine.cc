@@ -30,6 +30,8 @@ void Engine::Impl::start() {
   prep_context.desc = &desc;
   prep_context.tokenizer = tokenizer.get();
   if (config.max_image_pixels > 0) prep_context.limits.max_pixels = config.max_image_pixels;
+  // Every request is prepared the same way, so a ViT batch never mixes byte tiles with float ones.
+  prep_context.gpu_normalize = config.gpu_normalize && runner->accepts_u8_tiles();
 
   SchedulerConfig sc;
   sc.max_step_tokens = config.max_step_tokens;

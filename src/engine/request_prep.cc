@@ -18,6 +18,8 @@ PreprocessOptions preprocess_options(const Request& request, const PrepContext& 
   options.compact = request.tiling == TilingPolicy::Compact;
   options.tile_size = desc.vision.image_size;
   options.limits = context.limits;
+  // Not part of image_key: the tiles, and so the embeddings, are the same either way.
+  options.with_pixel_values = !context.gpu_normalize;
   return options;
 }
 
@@ -45,7 +47,7 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
     try {
       PreprocessedImage image = preprocess_image(input.bytes, options);
       slot.tiles = image.num_tiles();
-      slot.pixels = std::move(image.pixel_values);
+      slot.pixels = context.gpu_normalize ? std::move(image.tiles_u8) : std::move(image.pixel_values);
     } catch (const std::exception& e) {
       FOVEA_FAIL("image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")", ": ", e.what());
     }

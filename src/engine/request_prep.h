@@ -20,10 +20,11 @@ struct PrepContext {
   const ModelDesc* desc = nullptr;
   const Tokenizer* tokenizer = nullptr;
   ImageLimits limits;
+  bool gpu_normalize = false;  // the runner takes U8 tiles: skip the host's F32 normalisation
 };
 
 // The options preprocess_image gets for this request: the model's tiling with the request's policy and its
-// max_tiles (capped by the model's max_dynamic_patch).
+// max_tiles (capped by the model's max_dynamic_patch); pixel values only without gpu_normalize.
 PreprocessOptions preprocess_options(const Request& request, const PrepContext& context);
 
 // 128-bit key of an image as the KV prefix cache and the vision cache see it: the hash of the file bytes

@@ -25,7 +25,8 @@ struct ImageSlot {
   int tiles = 0;
   int32_t begin = 0;    // prompt index of its first <IMG_CONTEXT>
   int32_t rows = 0;     // tiles * tokens_per_tile
-  Tensor pixels;        // [tiles, 3, S, S] F32 host tensor; dropped once encoded or covered by cached KV
+  Tensor pixels;        // host tiles, [tiles, 3, S, S] F32 or (gpu_normalize) [tiles, S, S, 3] U8; dropped
+                        // once encoded or covered by cached KV
   int64_t handle = -1;  // the runner's embedding while pinned in the vision cache
   bool done = false;    // every row is in the KV cache: no embedding needed any more
   int32_t end() const { return begin + rows; }

@@ -12,6 +12,10 @@ struct ChannelConstants {
   float std_dev[3];
 };
 
+// ImageNet's mean and std, as InternVL's reference normalises with them. The one source for the host pipeline
+// (normalize_tiles) and the device path (Backend::normalize_pixels, called by the vision encoder).
+inline constexpr ChannelConstants kImageNet{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+
 inline void normalize_pixels_generic(const uint8_t* rgb, size_t pixels, const ChannelConstants& k, float* r,
                                      float* g, float* b) {
   const float m0 = k.mean[0], m1 = k.mean[1], m2 = k.mean[2];

@@ -44,7 +44,7 @@ Tensor normalize_tiles(const Tensor& tiles_u8) {
   FOVEA_CHECK(tiles_u8.dtype == DType::U8 && tiles_u8.rank() == 4 && tiles_u8.dim(3) == 3,
               "normalize_tiles: expected [T, S, S, 3] U8, got ", shape_str(tiles_u8.shape));
   const int64_t count = tiles_u8.dim(0), height = tiles_u8.dim(1), width = tiles_u8.dim(2);
-  const normalize_kernels::ChannelConstants constants{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+  const normalize_kernels::ChannelConstants& constants = normalize_kernels::kImageNet;
   // Every element is written below, so skip Tensor::host's zero fill (28 MB for 13 tiles).
   const size_t plane = size_t(height) * width;
   Tensor out = uninitialized_host<float>(DType::F32, {count, 3, height, width});

@@ -61,16 +61,23 @@ int InternVLRunner::vit_recordings() const { return vision_->recordings(); }
 
 void InternVLRunner::check_pixels(const Tensor& pixels, size_t index) const {
   const int64_t S = model_.desc.vision.image_size;
-  FOVEA_CHECK(pixels.device == Device::CPU && pixels.dtype == DType::F32 && pixels.rank() == 4 && pixels.dim(0) > 0 &&
-                  pixels.dim(1) == 3 && pixels.dim(2) == S && pixels.dim(3) == S,
-              "encode_images: image ", index, " has ", dtype_name(pixels.dtype), " ", shape_str(pixels.shape),
-              ", expected a host F32 tensor [tiles, 3, ", S, ", ", S, "]");
+  const bool normalized = pixels.dtype == DType::F32 && pixels.rank() == 4 && pixels.dim(1) == 3 &&
+                          pixels.dim(2) == S && pixels.dim(3) == S;
+  const bool rgb = pixels.dtype == DType::U8 && pixels.rank() == 4 && pixels.dim(1) == S && pixels.dim(2) == S &&
+                   pixels.dim(3) == 3;
+  FOVEA_CHECK(pixels.device == Device::CPU && (normalized || rgb) && pixels.dim(0) > 0, "encode_images: image ",
+              index, " has ", dtype_name(pixels.dtype), " ", shape_str(pixels.shape),
+              ", expected a host F32 tensor [tiles, 3, ", S, ", ", S, "] or U8 [tiles, ", S, ", ", S, ", 3]");
 }
 
 std::vector<int64_t> InternVLRunner::encode_images(const std::vector<Tensor>& pixel_values) {
   int64_t tiles = 0;
   for (size_t i = 0; i < pixel_values.size(); ++i) {
     check_pixels(pixel_values[i], i);
+    // One ViT batch may hold tiles of several images, and it has one input buffer.
+    FOVEA_CHECK(pixel_values[i].dtype == pixel_values[0].dtype, "encode_images: image ", i, " is ",
+                dtype_name(pixel_values[i].dtype), " but image 0 is ", dtype_name(pixel_values[0].dtype),
+                "; one call takes either normalised F32 tiles or U8 bytes");
     tiles += pixel_values[i].dim(0);
   }
   FOVEA_CHECK(tiles <= pool_->free_tiles(), "encode_images: ", tiles, " tiles asked, ", pool_->free_tiles(),
@@ -99,7 +106,9 @@ void InternVLRunner::encode_into_pool(const std::vector<Tensor>& pixel_values, c
   const int per_tile = model_.desc.vision.tokens_per_tile();
   for (size_t first = 0; first < tiles.size(); first += size_t(opts_.max_step_tiles)) {
     const int count = int(std::min(tiles.size() - first, size_t(opts_.max_step_tiles)));
-    Tensor batch_pixels = vision_->pixels(count);
+    // Bytes travel as they are and are normalised on the device (4x fewer bytes over PCIe than F32).
+    const PixelInput input = pixel_values[0].dtype == DType::U8 ? PixelInput::Rgb : PixelInput::Normalized;
+    Tensor batch_pixels = input == PixelInput::Rgb ? vision_->rgb_tiles(count) : vision_->pixels(count);
     for (int k = 0; k < count;) {
       // Upload each image's run of consecutive tiles in one call.
       const TileRef start = tiles[first + size_t(k)];
@@ -109,7 +118,7 @@ void InternVLRunner::encode_into_pool(const std::vector<Tensor>& pixel_values, c
       backend_->upload(dst, pixel_values[start.image].rows(start.tile, start.tile + run));
       k += run;
     }
-    const Tensor out = vision_->encode(count);
+    const Tensor out = vision_->encode(count, input);
     for (int k = 0; k < count; ++k) {
       const TileRef ref = tiles[first + size_t(k)];
       Tensor slot = pool_->slot_rows(pool_->slots(handles[ref.image])[size_t(ref.tile)]);
@@ -135,9 +144,10 @@ std::vector<SeqResult> InternVLRunner::step(const std::vector<SeqChunk>& chunks)
 void InternVLRunner::encode_tiles_for_test(const Tensor& pixels, Tensor* vit_hidden, Tensor* projected) {
   check_pixels(pixels, 0);
   const int count = int(pixels.dim(0));
-  Tensor dst = vision_->pixels(count);
+  const PixelInput input = pixels.dtype == DType::U8 ? PixelInput::Rgb : PixelInput::Normalized;
+  Tensor dst = input == PixelInput::Rgb ? vision_->rgb_tiles(count) : vision_->pixels(count);
   backend_->upload(dst, pixels);
-  const Tensor out = vision_->encode(count);
+  const Tensor out = vision_->encode(count, input);
   if (projected) *projected = backend_->download(out);
   if (vit_hidden) *vit_hidden = backend_->download(vision_->last_hidden(count));
 }

@@ -58,6 +58,7 @@ class InternVLRunner final : public ModelRunner {
   int vision_pool_tiles() const override { return opts_.vision_pool_tiles; }
 
   std::vector<int64_t> encode_images(const std::vector<Tensor>& pixel_values) override;
+  bool accepts_u8_tiles() const override { return true; }
   void release_image(int64_t handle) override;
   int free_vision_tiles() const override;
   std::vector<SeqResult> step(const std::vector<SeqChunk>& chunks) override;
@@ -67,9 +68,9 @@ class InternVLRunner final : public ModelRunner {
   int decode_recordings() const;  // recorded decode buckets so far (0 unless decode_graphs took effect)
   int vit_recordings() const;     // recorded ViT tile-count buckets so far (0 unless vit_graphs took effect)
 
-  // For golden tests: runs ViT + projector on up to max_step_tiles tiles [tiles, 3, S, S] and returns host
-  // float32 copies of the ViT's last hidden state [tiles * (1 + G*G), C] and the projector output
-  // [tiles * tokens_per_tile, llm hidden]. Leaves the vision pool untouched.
+  // For golden tests: runs ViT + projector on up to max_step_tiles tiles (F32 or U8, as encode_images takes
+  // them) and returns host float32 copies of the ViT's last hidden state [tiles * (1 + G*G), C] and the
+  // projector output [tiles * tokens_per_tile, llm hidden]. Leaves the vision pool untouched.
   void encode_tiles_for_test(const Tensor& pixels, Tensor* vit_hidden, Tensor* projected);
   // Host float32 copy of an encoded image's embedding [tiles * tokens_per_tile, llm hidden].
   Tensor image_embedding(int64_t handle);

@@ -46,10 +46,13 @@ class ModelRunner {
   virtual int max_step_tiles() const = 0;   // tiles one encode_images call may take
   virtual int vision_pool_tiles() const = 0;  // tiles of embeddings that can be held at once
 
-  // pixel_values: one host tensor [tiles, 3, S, S] F32 per image. Returns one handle per image; its embedding
+  // pixel_values: one host tensor per image, either normalised [tiles, 3, S, S] F32 or, where
+  // accepts_u8_tiles(), the pipeline's RGB bytes [tiles, S, S, 3] U8 (normalised on the device, bit-identical);
+  // all images of one call have the same dtype. Returns one handle per image; its embedding
   // [tiles * tokens_per_tile, llm hidden] stays on the device until release_image(). Throws when the pool
   // lacks room (the caller releases cached images first).
   virtual std::vector<int64_t> encode_images(const std::vector<Tensor>& pixel_values) = 0;
+  virtual bool accepts_u8_tiles() const { return false; }
   virtual void release_image(int64_t handle) = 0;
   virtual int free_vision_tiles() const = 0;
 

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "image/normalize_kernels.h"
+
 namespace fovea {
 namespace {
 // mlp1.0 is nn.LayerNorm(4C) with PyTorch's default eps, not the ViT's 1e-6.
@@ -25,6 +27,7 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   const int64_t T = max_tiles, S = v.image_size, G = v.grid(), C = v.hidden, P = v.patch_size;
   const int64_t rows = T * v.tokens(), shuffled_rows = T * v.tokens_per_tile();
   const DType act = be_.compute_dtype();
+  rgb_ = alloc(DType::U8, {T, S, S, 3});
   pixels_ = alloc(DType::F32, {T, 3, S, S});
   patches_ = alloc(act, {T * G * G, 3 * P * P});
   x_ = alloc(act, {rows, C});
@@ -37,7 +40,10 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   shuffled_normed_ = alloc(act, {shuffled_rows, 4 * C});
   hidden_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
   out_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
-  if (graphs_) be_.fill_zero(pixels_);  // padding tiles must hold finite numbers before any batch wrote them
+  if (graphs_) {  // padding tiles must hold finite numbers before any batch wrote them
+    be_.fill_zero(pixels_);
+    be_.fill_zero(rgb_);
+  }
 }
 
 VisionEncoder::~VisionEncoder() {
@@ -53,6 +59,11 @@ int VisionEncoder::padded_tiles(int tiles) const {
 Tensor VisionEncoder::pixels(int tiles) const {
   FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
   return pixels_.rows(0, tiles);
+}
+
+Tensor VisionEncoder::rgb_tiles(int tiles) const {
+  FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
+  return rgb_.rows(0, tiles);
 }
 
 void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
@@ -84,22 +95,22 @@ void VisionEncoder::project(int tiles) {
   be_.linear(hidden, w_.proj_fc2_w, w_.proj_fc2_b, out);
 }
 
-Tensor VisionEncoder::encode(int tiles) {
+Tensor VisionEncoder::encode(int tiles, PixelInput input) {
   FOVEA_CHECK(tiles > 0 && tiles <= max_tiles_, "vision encoder: ", tiles, " tiles, at most ", max_tiles_);
   if (!graphs_) {
-    run_ops(tiles);
+    run_ops(tiles, input);
   } else {
-    const int padded = padded_tiles(tiles);
-    auto found = recordings_.find(padded);
+    const std::pair<int, PixelInput> key{padded_tiles(tiles), input};
+    auto found = recordings_.find(key);
     if (found == recordings_.end()) {
       be_.graph_begin();
       try {
-        run_ops(padded);
+        run_ops(key.first, input);
       } catch (...) {
         be_.graph_release(be_.graph_end());
         throw;
       }
-      found = recordings_.emplace(padded, be_.graph_end()).first;
+      found = recordings_.emplace(key, be_.graph_end()).first;
     }
     be_.graph_launch(found->second);
   }
@@ -107,9 +118,13 @@ Tensor VisionEncoder::encode(int tiles) {
   return out_.rows(0, int64_t(tiles) * desc_.vision.tokens_per_tile());
 }
 
-void VisionEncoder::run_ops(int tiles) {
+void VisionEncoder::run_ops(int tiles, PixelInput input) {
   const VisionConfig& v = desc_.vision;
   const int64_t G = v.grid();
+  if (input == PixelInput::Rgb) {
+    Tensor normalized = pixels(tiles);
+    be_.normalize_pixels(rgb_tiles(tiles), normalize_kernels::kImageNet, normalized);
+  }
   Tensor patches = patches_.rows(0, tiles * G * G);
   be_.patchify(pixels(tiles), v.patch_size, patches);
   // Patch embeddings go to normed_ (free until the first layer) and are then combined with CLS and positions.

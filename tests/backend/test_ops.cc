@@ -1,5 +1,7 @@
 // Op consistency, CPU reference vs CUDA: dense, norm, element-wise, row and vision ops. Attention and the
 // decoder ops are in test_ops_decoder.cc; the perf mode in ops_perf.cc.
+#include <cstring>
+
 #include "ops_harness.h"
 
 namespace fovea::test {
@@ -130,6 +132,45 @@ TEST_F(OpsTest, PatchifyAndVitEmbed) {
     gpu_->vit_embed(emb.gpu, cls.gpu, pos.gpu, batch, out.gpu);
     expect_close(out, kBf16Tol, "vit_embed C=" + std::to_string(channels));
   }
+}
+
+// Tiles may travel as bytes only because the device normalisation equals the host's bit for bit; sizes
+// cover the vectorised path (plane a multiple of 4 pixels) and the per-pixel one, odd tile counts both.
+TEST_F(OpsTest, NormalizePixelsIsBitExact) {
+  const NormalizeConstants k = normalize_kernels::kImageNet;
+  struct Case {
+    int tiles, height, width;
+  };
+  for (Case c : {Case{3, 448, 448}, Case{1, 28, 28}, Case{5, 13, 7}, Case{2, 9, 9}, Case{7, 16, 12}}) {
+    const std::string tag = " T=" + std::to_string(c.tiles) + " " + std::to_string(c.height) + "x" +
+                            std::to_string(c.width);
+    Tensor rgb = Tensor::host(DType::U8, {c.tiles, c.height, c.width, 3});
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int64_t i = 0; i < rgb.numel(); ++i) rgb.ptr<uint8_t>()[i] = uint8_t(byte(rng_));
+    for (int v = 0; v < 256 && v < rgb.numel(); ++v) rgb.ptr<uint8_t>()[v] = uint8_t(v);  // every byte value
+    Tensor rgb_cpu = cpu_->alloc(DType::U8, rgb.shape), rgb_gpu = gpu_->alloc(DType::U8, rgb.shape);
+    cpu_->upload(rgb_cpu, rgb);
+    gpu_->upload(rgb_gpu, rgb);
+    Twin out = output({c.tiles, 3, c.height, c.width}, 'f');
+    cpu_->normalize_pixels(rgb_cpu, k, out.cpu);
+    gpu_->normalize_pixels(rgb_gpu, k, out.gpu);
+    const Tensor a = gpu_->download(out.gpu), b = cpu_->download(out.cpu);
+    ASSERT_EQ(a.numel(), b.numel());
+    int64_t differ = 0, first = -1, unwritten = 0;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      uint32_t x, y;
+      std::memcpy(&x, a.ptr<float>() + i, 4);
+      std::memcpy(&y, b.ptr<float>() + i, 4);
+      if (x != y && differ++ == 0) first = i;
+      unwritten += !std::isfinite(b.ptr<float>()[i]);  // the poison survived on the reference
+    }
+    EXPECT_EQ(differ, 0) << "normalize_pixels" << tag << ": " << differ << " floats differ, first at " << first
+                         << " (seed " << seed_ << ")";
+    EXPECT_EQ(unwritten, 0) << "normalize_pixels" << tag;
+  }
+  Tensor rgb = gpu_->alloc(DType::U8, {2, 8, 8, 3});
+  Tensor wrong = gpu_->alloc(DType::F32, {2, 3, 8, 4});
+  EXPECT_THROW(gpu_->normalize_pixels(rgb, k, wrong), Error);
 }
 
 TEST_F(OpsTest, PixelShuffle) {

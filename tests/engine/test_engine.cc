@@ -241,6 +241,64 @@ TEST(ImageKey, SameBytesAndOptionsOnly) {
   EXPECT_NE(image_key(a, official), image_key(b, official));  // same size, other pixels
   EXPECT_NE(image_key(a, official), image_key(a, compact));
   EXPECT_NE(image_key(a, official), image_key(a, fewer_tiles));
+  // Where the tiles get normalised does not change them: caches keyed by it stay valid across the switch.
+  PreprocessOptions bytes_only = official;
+  bytes_only.with_pixel_values = false;
+  EXPECT_EQ(image_key(a, official), image_key(a, bytes_only));
+}
+
+namespace {
+// A fake that takes tiles as bytes, as InternVLRunner does: records what it was given, then encodes a float
+// stand-in (first byte as the signature) with the plain fake.
+class ByteTileRunner final : public FakeRunner {
+ public:
+  using FakeRunner::FakeRunner;
+  bool accepts_u8_tiles() const override { return true; }
+  std::vector<int64_t> encode_images(const std::vector<Tensor>& pixel_values) override {
+    std::vector<Tensor> stand_ins;
+    for (const Tensor& t : pixel_values) {
+      received.push_back(t);
+      if (t.dtype != DType::U8) {
+        stand_ins.push_back(t);
+        continue;
+      }
+      Tensor f = Tensor::host(DType::F32, {t.dim(0), 3, t.dim(1), t.dim(2)});
+      f.ptr<float>()[0] = float(t.ptr<uint8_t>()[0]);
+      stand_ins.push_back(f);
+    }
+    return FakeRunner::encode_images(stand_ins);
+  }
+  std::vector<Tensor> received;
+};
+}  // namespace
+
+TEST_F(EngineFake, RunnerThatTakesBytesGetsByteTilesUnlessCpuNormalizeIsAsked) {
+  for (bool gpu_normalize : {true, false}) {
+    FakeRunnerConfig rc;
+    rc.desc = load_model_desc(dir_->path());
+    rc.poison_token = -1;
+    auto owned = std::make_unique<ByteTileRunner>(rc);
+    ByteTileRunner* runner = owned.get();
+    EngineConfig config;
+    config.model_dir = dir_->path();
+    config.gpu_normalize = gpu_normalize;
+    Engine engine(config, std::move(owned));
+    Collector collector;
+    engine.submit(image_request(7, "Is there a bed?"), collector.callback_for("r"));
+    engine.drain();
+    ASSERT_TRUE(collector.get("r").last.error.empty()) << collector.get("r").last.error;
+    ASSERT_EQ(runner->received.size(), 1u);
+    const Tensor& tiles = runner->received[0];
+    const int64_t S = runner->desc().vision.image_size;
+    ASSERT_EQ(tiles.rank(), 4);
+    if (gpu_normalize) {
+      EXPECT_EQ(tiles.dtype, DType::U8);
+      EXPECT_EQ(tiles.shape, (Shape{tiles.dim(0), S, S, 3}));
+    } else {
+      EXPECT_EQ(tiles.dtype, DType::F32);
+      EXPECT_EQ(tiles.shape, (Shape{tiles.dim(0), 3, S, S}));
+    }
+  }
 }
 
 TEST_F(EngineFake, StopStringCutsTheTextAndEndsTheRequest) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "engine/engine.h"
@@ -130,4 +131,34 @@ TEST(EngineDemo, FirstLogitsArgmaxIsTheFirstTokenAndAbsentUnlessAsked) {
   const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
   EXPECT_EQ(best, a.tokens[0]);
   EXPECT_EQ(a.tokens, p.tokens);
+}
+
+// Tiles sent as bytes and normalised by the runner (the default) answer exactly as tiles normalised on the host:
+// same tokens, bit-equal first logits and answer log-probs, for two images in one request.
+TEST(EngineDemo, DeviceNormalisationGivesTheSameAnswersAsHostNormalisation) {
+  DemoModelDir dir;
+  Request request = make_request(make_bmp(96, 48, 5));
+  request.images.push_back(ImageInput{make_bmp(40, 60, 6), "second"});
+  request.prompt = "两张图一样吗？";
+  request.params.return_first_logits = true;
+  std::vector<Collected> results;
+  for (bool gpu_normalize : {false, true}) {
+    EngineConfig config = demo_config(dir.path(), true);
+    config.gpu_normalize = gpu_normalize;
+    Engine engine(config);
+    Collector collector;
+    engine.submit(request, collector.callback_for("r"));
+    engine.drain();
+    results.push_back(collector.get("r"));
+    ASSERT_TRUE(results.back().last.error.empty()) << results.back().last.error;
+  }
+  const Collected& host = results[0];
+  const Collected& device = results[1];
+  EXPECT_EQ(device.tokens, host.tokens);
+  ASSERT_FALSE(host.last.first_logits.empty());
+  ASSERT_EQ(device.last.first_logits.size(), host.last.first_logits.size());
+  EXPECT_EQ(std::memcmp(device.last.first_logits.data(), host.last.first_logits.data(),
+                        host.last.first_logits.size() * sizeof(float)),
+            0);
+  EXPECT_EQ(device.last.answer_logprobs, host.last.answer_logprobs);
 }

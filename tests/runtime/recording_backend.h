@@ -62,6 +62,9 @@ class RecordingBackend final : public Backend {
   void gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) override {
     op([=, this]() mutable { in_->gather_rows(x, idx, y); });
   }
+  void normalize_pixels(const Tensor& rgb, const NormalizeConstants& k, Tensor& out) override {
+    op([=, this]() mutable { in_->normalize_pixels(rgb, k, out); });
+  }
   void patchify(const Tensor& px, int patch, Tensor& out) override {
     op([=, this]() mutable { in_->patchify(px, patch, out); });
   }

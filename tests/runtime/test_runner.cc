@@ -2,10 +2,13 @@
 // the demo checkpoint: full-size 448px tiles, bf16 weights, memory report, errors that leave it usable.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <random>
 
 #include "backend/backend.h"
+#include "image/normalize_kernels.h"
+#include "recording_backend.h"
 #include "model/demo_model.h"
 #include "runtime/internvl_runner.h"
 #include "runtime/simple_generate.h"
@@ -134,13 +137,17 @@ class DemoRunner : public ::testing::Test {
     delete dir_;
   }
 
-  std::unique_ptr<InternVLRunner> make_runner() {
+  // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
+  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false) {
     RunnerOptions opts;
     opts.kv_blocks = 256;
     opts.max_step_tokens = 3600;
     opts.max_step_tiles = 5;
     opts.vision_pool_tiles = 13;
-    return std::make_unique<InternVLRunner>(load_model(*dir_), make_backend("cpu"), opts);
+    opts.vit_graphs = recorded;
+    std::unique_ptr<Backend> backend = make_backend("cpu");
+    if (recorded) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
+    return std::make_unique<InternVLRunner>(load_model(*dir_), std::move(backend), opts);
   }
 
   // A prompt of text around one image of `tiles` tiles, and random normalised pixels for it.
@@ -156,6 +163,37 @@ class DemoRunner : public ::testing::Test {
     std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
     for (int64_t i = 0; i < px.numel(); ++i) px.ptr<float>()[i] = dist(rng);
     return px;
+  }
+
+  // Random RGB bytes [tiles, S, S, 3] and the host pipeline's normalisation of them [tiles, 3, S, S].
+  static Tensor random_bytes(int tiles, int size, uint32_t seed) {
+    Tensor rgb = Tensor::host(DType::U8, {tiles, size, size, 3});
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (int64_t i = 0; i < rgb.numel(); ++i) rgb.ptr<uint8_t>()[i] = uint8_t(byte(rng));
+    return rgb;
+  }
+  static Tensor normalized_on_host(const Tensor& rgb) {
+    const int64_t tiles = rgb.dim(0), size = rgb.dim(1), plane = size * size;
+    Tensor out = Tensor::host(DType::F32, {tiles, 3, size, size});
+    for (int64_t t = 0; t < tiles; ++t) {
+      float* r = out.ptr<float>() + t * 3 * plane;
+      normalize_kernels::normalize_pixels_generic(rgb.ptr<uint8_t>() + t * plane * 3, size_t(plane),
+                                                  normalize_kernels::kImageNet, r, r + plane, r + 2 * plane);
+    }
+    return out;
+  }
+  // The embeddings of the images, encoded in one call and released again.
+  static std::vector<Tensor> embeddings(InternVLRunner& runner, const std::vector<Tensor>& images) {
+    std::vector<Tensor> out;
+    for (int64_t handle : runner.encode_images(images)) {
+      out.push_back(runner.image_embedding(handle));
+      runner.release_image(handle);
+    }
+    return out;
+  }
+  static bool bitwise_equal(const Tensor& a, const Tensor& b) {
+    return a.shape == b.shape && a.dtype == b.dtype && std::memcmp(a.data, b.data, a.nbytes()) == 0;
   }
 
   static std::string* dir_;
@@ -218,6 +256,36 @@ TEST_F(DemoRunner, ErrorsLeaveTheRunnerUsable) {
   runner->release_image(handles[1]);
   EXPECT_THROW(runner->release_image(handles[1]), Error);
   EXPECT_EQ(runner->free_vision_tiles(), 13);
+}
+
+TEST_F(DemoRunner, ByteTilesEncodeExactlyLikeHostNormalisedOnes) {
+  auto runner = make_runner();
+  const int S = runner->desc().vision.image_size;
+  // 3 + 4 tiles in batches of 5: the second image is split over two ViT batches.
+  const std::vector<Tensor> bytes{random_bytes(3, S, 11), random_bytes(4, S, 12)};
+  const std::vector<Tensor> floats{normalized_on_host(bytes[0]), normalized_on_host(bytes[1])};
+  const std::vector<Tensor> from_floats = embeddings(*runner, floats);
+  const std::vector<Tensor> from_bytes = embeddings(*runner, bytes);
+  ASSERT_EQ(from_bytes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(bitwise_equal(from_bytes[i], from_floats[i])) << "image " << i;
+  // Not equal by accident: the second image's embedding differs from the first's rows.
+  EXPECT_FALSE(bitwise_equal(from_bytes[0], from_bytes[1].rows(0, from_bytes[0].dim(0))));
+
+  // One call takes one kind of tiles; bytes in the F32 layout are refused. Nothing is taken from the pool.
+  EXPECT_THROW(runner->encode_images({bytes[0], floats[1]}), Error);
+  EXPECT_THROW(runner->encode_images({Tensor::host(DType::U8, {1, 3, S, S})}), Error);
+  EXPECT_EQ(runner->free_vision_tiles(), 13);
+
+  // Recorded ViT batches include the normalisation: batches of 5 and 2 tiles are recorded with the first
+  // bytes, then replayed on new ones, and still match.
+  auto recorded = make_runner(/*recorded=*/true);
+  for (uint32_t seed : {21u, 22u}) {
+    const std::vector<Tensor> more{random_bytes(2, S, seed), random_bytes(5, S, seed + 100)};
+    const std::vector<Tensor> want = embeddings(*runner, {normalized_on_host(more[0]), normalized_on_host(more[1])});
+    const std::vector<Tensor> got = embeddings(*recorded, more);
+    for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(bitwise_equal(got[i], want[i])) << "seed " << seed << " image " << i;
+  }
+  EXPECT_GT(recorded->vit_recordings(), 0);
 }
 
 }  // namespace

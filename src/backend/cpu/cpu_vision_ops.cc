@@ -1,4 +1,5 @@
-// Vision ops of CpuBackend: patchify, ViT embeddings, dense (non-causal) attention and InternVL's pixel shuffle.
+// Vision ops of CpuBackend: pixel normalisation, patchify, ViT embeddings, dense (non-causal) attention and
+// InternVL's pixel shuffle.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_util.h"
+#include "image/normalize_kernels.h"
 
 namespace fovea {
 
@@ -13,6 +15,26 @@ using cpu::check_host;
 using cpu::check_matrix;
 using cpu::check_vector;
 using cpu::parallel_rows;
+
+void CpuBackend::normalize_pixels(const Tensor& rgb, const NormalizeConstants& k, Tensor& out) {
+  check_host(rgb, DType::U8, "normalize_pixels", "rgb");
+  check_host(out, DType::F32, "normalize_pixels", "out");
+  FOVEA_CHECK(rgb.rank() == 4 && rgb.dim(3) == 3, "normalize_pixels: rgb has shape ", shape_str(rgb.shape),
+              ", expected [T, H, W, 3]");
+  const int64_t T = rgb.dim(0), H = rgb.dim(1), W = rgb.dim(2);
+  const Shape planes{T, 3, H, W};
+  FOVEA_CHECK(out.shape == planes, "normalize_pixels: out has shape ", shape_str(out.shape), ", expected ",
+              shape_str(planes));
+  const int64_t plane = H * W;
+  // The host pipeline's own loop (same float ops, same order), so the two agree bit for bit.
+  parallel_rows(T, double(plane) * 6, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* r = out.ptr<float>() + t * 3 * plane;
+      normalize_kernels::normalize_pixels_generic(rgb.ptr<uint8_t>() + t * plane * 3, size_t(plane), k, r,
+                                                  r + plane, r + 2 * plane);
+    }
+  });
+}
 
 void CpuBackend::patchify(const Tensor& pixels, int patch, Tensor& patches) {
   check_host(pixels, DType::F32, "patchify", "pixels");

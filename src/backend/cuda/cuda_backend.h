@@ -50,6 +50,7 @@ class CudaBackend final : public Backend {
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;
   void gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) override;
 
+  void normalize_pixels(const Tensor& rgb, const NormalizeConstants& k, Tensor& out) override;
   void patchify(const Tensor& pixels, int patch, Tensor& patches) override;
   void vit_embed(const Tensor& patch_emb, const Tensor& cls, const Tensor& pos, int batch, Tensor& out) override;
   void attention_dense(const Tensor& qkv, int batch, int tokens, int heads, int head_dim, Tensor& out) override;

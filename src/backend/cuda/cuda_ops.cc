@@ -124,6 +124,17 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& idx, Tensor& y) {
   launch_copy_rows(cbf(x), ci32(idx), src_rows, mbf(y), nullptr, count, count, hidden, error_flag_, stream_);
 }
 
+void CudaBackend::normalize_pixels(const Tensor& rgb, const NormalizeConstants& k, Tensor& out) {
+  FOVEA_CHECK(rgb.rank() == 4 && rgb.dim(3) == 3, "normalize_pixels: rgb ", shape_str(rgb.shape),
+              ", expected [T, H, W, 3]");
+  const int64_t tiles = rgb.dim(0), height = rgb.dim(1), width = rgb.dim(2);
+  expect(rgb, DType::U8, rgb.shape, "normalize_pixels rgb");
+  expect(out, DType::F32, {tiles, 3, height, width}, "normalize_pixels out");
+  OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("normalize_pixels tiles", tiles); });
+  launch_normalize_pixels(static_cast<const uint8_t*>(rgb.data), tiles, height * width, k.mean, k.std_dev,
+                          static_cast<float*>(out.data), stream_);
+}
+
 void CudaBackend::patchify(const Tensor& pixels, int patch, Tensor& patches) {
   FOVEA_CHECK(pixels.rank() == 4 && pixels.dim(1) == 3 && pixels.dim(2) == pixels.dim(3) && patch > 0 &&
                   pixels.dim(2) % patch == 0,

@@ -27,6 +27,9 @@ void launch_copy_rows(const bf16* src, const int* src_index, int64_t src_rows, b
                       int64_t dst_rows, int64_t count, int64_t cols, int* error_flag, cudaStream_t stream);
 
 // ---- vision (kernels_vision.cu) ----
+// rgb [tiles, plane, 3] U8 -> out [tiles, 3, plane] F32, (v / 255 - mean[c]) / std_dev[c] IEEE-rounded.
+void launch_normalize_pixels(const uint8_t* rgb, int64_t tiles, int64_t plane, const float mean[3],
+                             const float std_dev[3], float* out, cudaStream_t stream);
 void launch_patchify(const float* pixels, int batch, int size, int patch, bf16* patches, cudaStream_t stream);
 void launch_vit_embed(const bf16* patch_emb, const bf16* cls, const bf16* pos, int batch, int patches, int cols,
                       bf16* out, cudaStream_t stream);

@@ -1,5 +1,5 @@
-// Vision-side data movement: patch extraction (F32 pixels -> bf16 patches), CLS + position embedding, and
-// InternVL's pixel shuffle.
+// Vision-side data movement: pixel normalisation (U8 RGB tiles -> F32 planes), patch extraction (F32 pixels ->
+// bf16 patches), CLS + position embedding, and InternVL's pixel shuffle.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -8,6 +8,52 @@ namespace fovea::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+
+// (v / 255 - mean) / std with explicitly round-to-nearest IEEE division and subtraction: the same float ops
+// as the host pipeline (image/normalize_kernels.h), so the result is bit-identical whatever nvcc's flags.
+struct NormalizeArgs {
+  float mean[3];
+  float std_dev[3];
+};
+
+__device__ __forceinline__ float normalize_channel(uint32_t v, float mean, float std_dev) {
+  return __fdiv_rn(__fsub_rn(__fdiv_rn(float(v), 255.0f), mean), std_dev);
+}
+
+// One thread per pixel: 3 bytes in, one float to each of the three planes (neighbouring threads write
+// neighbouring floats of a plane, so stores coalesce).
+__global__ void normalize_pixels_kernel(const uint8_t* rgb, int64_t plane, int64_t total, NormalizeArgs k,
+                                        float* out) {
+  const int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (p >= total) return;
+  const int64_t tile = p / plane, i = p % plane;
+  const uint8_t* px = rgb + p * 3;
+  float* dst = out + tile * 3 * plane + i;
+#pragma unroll
+  for (int c = 0; c < 3; ++c) dst[c * plane] = normalize_channel(px[c], k.mean[c], k.std_dev[c]);
+}
+
+// Four pixels per thread when a plane holds a multiple of 4 pixels and both buffers are 16-byte aligned:
+// three 4-byte loads (12 bytes = 4 RGB pixels) and one float4 store per plane.
+__global__ void normalize_pixels4_kernel(const uint8_t* rgb, int64_t plane, int64_t total_quads, NormalizeArgs k,
+                                         float* out) {
+  const int64_t q = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (q >= total_quads) return;
+  const int64_t p = q * 4, tile = p / plane, i = p % plane;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(rgb + p * 3);
+  const uint32_t w[3] = {words[0], words[1], words[2]};
+  float v[3][4];
+#pragma unroll
+  for (int b = 0; b < 12; ++b) {
+    const uint32_t byte = (w[b / 4] >> (8 * (b % 4))) & 0xffu;  // little-endian: byte b of the 12
+    const int c = b % 3, pixel = b / 3;
+    v[c][pixel] = normalize_channel(byte, k.mean[c], k.std_dev[c]);
+  }
+  float* dst = out + tile * 3 * plane + i;
+#pragma unroll
+  for (int c = 0; c < 3; ++c)
+    *reinterpret_cast<float4*>(dst + c * plane) = make_float4(v[c][0], v[c][1], v[c][2], v[c][3]);
+}
 
 // One thread per output element, so writes are coalesced; reads come from p-long runs of one pixel row.
 __global__ void patchify_kernel(const float* pixels, int size, int patch, int grid, int64_t total, bf16* patches) {
@@ -68,6 +114,25 @@ __global__ void pixel_shuffle_kernel(const bf16* x, int grid, int cols, int64_t 
 }
 
 }  // namespace
+
+void launch_normalize_pixels(const uint8_t* rgb, int64_t tiles, int64_t plane, const float mean[3],
+                             const float std_dev[3], float* out, cudaStream_t stream) {
+  const int64_t total = tiles * plane;
+  if (total == 0) return;
+  NormalizeArgs k;
+  for (int c = 0; c < 3; ++c) {
+    k.mean[c] = mean[c];
+    k.std_dev[c] = std_dev[c];
+  }
+  // Tile starts stay 16-byte aligned in both buffers when the plane is a multiple of 4 pixels (48 and 16 bytes).
+  if (plane % 4 == 0 && aligned16(rgb) && aligned16(out)) {
+    const int64_t quads = total / 4;
+    normalize_pixels4_kernel<<<blocks_for(quads, kThreads), kThreads, 0, stream>>>(rgb, plane, quads, k, out);
+  } else {
+    normalize_pixels_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(rgb, plane, total, k, out);
+  }
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
 
 void launch_patchify(const float* pixels, int batch, int size, int patch, bf16* patches, cudaStream_t stream) {
   const int grid = size / patch;
