@@ -91,8 +91,9 @@ int g_forced_variant = 0;  // see above; 0: by mode
 bool g_wgmma_built = false;  // the binary's kernels were compiled for sm_90a and the device runs them
 
 // wgmma configurations (warpgroups of 64 rows, keys per tile, stages, K/V by TMA), from the 2026-11-29 sweep
-// (bench/results/cuda_ops_2026-11-29.md, run 8): TMA copies were 1.4-1.7x the cp.async ones; 2 warpgroups were
-// best at head dim 64 (ViT 284 TFLOP/s against 202 for mma.sync), 3 at head dim 128 (prefill 318 against 186).
+// (bench/results/cuda_ops_2026-11-29.md, runs 8 and 10): TMA copies were 1.4-1.7x the cp.async ones; at head
+// dim 64 one warpgroup per block was best (ViT 296 TFLOP/s; 2 warpgroups 284, mma.sync 202), at head dim 128
+// three (prefill 318 against 186 for mma.sync).
 // The cp.async twins serve what TMA cannot (head dims padded to 64/128, paged block sizes not dividing 64).
 template <int kPad>
 using Wgmma21 = WgmmaConfig<kPad, 2, 64, 2>;
@@ -106,7 +107,7 @@ template <int kPad>
 using Wgmma31 = WgmmaConfig<kPad, 1, 64, 2, true>;  // one warpgroup per block: more, independent blocks per SM
 template <int kPad>
 using Wgmma32 = WgmmaConfig<kPad, 2, 128, 2, true>;
-constexpr int kDefaultWgmma64 = 27, kDefaultWgmma128 = 29;
+constexpr int kDefaultWgmma64 = 31, kDefaultWgmma128 = 29;
 
 template <class C>
 void set_smem_limit() {

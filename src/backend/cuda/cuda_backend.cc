@@ -54,7 +54,7 @@ CudaBackend::CudaBackend(int device_index)
   tuning.enabled = env_flag("FOVEA_GEMM_TUNE", true);
   tuning.log = profile;
   tuning.split_n = env_flag("FOVEA_GEMM_SPLIT_N", true);
-  tuning.large_m = env_flag("FOVEA_GEMM_TUNE_LARGE", true);
+  tuning.large_m = env_flag("FOVEA_GEMM_TUNE_LARGE", false);  // off: no gain measured (gemm_lt.h)
   gemm_ = std::make_unique<LtGemm>(stream_, tuning);
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);

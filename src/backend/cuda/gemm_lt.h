@@ -11,7 +11,8 @@
 // peak at some of those shapes in the engine's profile (ViT fc1 at M = 39,975: 463 TFLOP/s against 701 at M =
 // 32,800): the first plan of a class (N, K, epilogue, alignment, row stride, M rounded up to a power of two)
 // times 4 candidates briefly, and later Ms of the class reuse the winner when cuBLASLt accepts it for them
-// (GemmTuning::large_m, FOVEA_GEMM_TUNE_LARGE=0 for the A/B).
+// (GemmTuning::large_m, FOVEA_GEMM_TUNE_LARGE=1). Measured on the H200 (fovea bench, 96 official requests):
+// 586.8 QPM with it, 590.6 without — no gain, so the CUDA backend leaves it off by default.
 //
 // Outputs whose rows are not 16-byte aligned (N not a multiple of 8: the LM head's vocab of 92,553) make
 // cuBLASLt fall back to slow kernels (865 GB/s for the M = 64 LM head on the H200); such a GEMM writes into an
@@ -39,7 +40,7 @@ struct GemmTuning {
   static constexpr int kMaxRows = 512;
   static constexpr int kCandidates = 8;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
-  bool large_m = true;  // tune M > kMaxRows once per class (see above)
+  bool large_m = false;  // tune M > kMaxRows once per class (see above; off by default)
   static constexpr int kLargeCandidates = 4, kLargeWarmups = 1, kLargeTimedCalls = 2;
 };
 
