@@ -1,6 +1,8 @@
-// Flash attention for both layouts (see attention_common.cuh): online softmax over 64-key tiles, no score
-// matrix in memory. The tensor-core kernel (attention_mma.cuh) serves head dims up to 128, padded to 32, 64 or
-// 128 with zeros, when head_dim is a multiple of 8 (its cp.async copies move 16-byte chunks); a SIMT kernel
+// Flash attention for both layouts (see attention_common.cuh): online softmax over key tiles, no score matrix
+// in memory. Dispatch: on sm_90a, dense and non-split paged steps with more than 64 query rows per (sequence, KV
+// head) run the wgmma kernel (attention_wgmma.cuh); split-KV decode steps whose rows fit a 16-row tile run
+// attention_decode.cuh's kernel; the rest runs the mma.sync kernel (attention_mma.cuh, head dims up to 128 that
+// are multiples of 8, padded to 32/64/128 with zeros: its cp.async copies move 16-byte chunks); a SIMT kernel
 // (one warp per query row, below) serves every other even head dim up to 256.
 #include <cuda.h>
 #include <cudaTypedefs.h>
