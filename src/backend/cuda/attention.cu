@@ -111,14 +111,10 @@ template <int kPad>
 using Wgmma32 = WgmmaConfig<kPad, 2, 128, 2, true>;
 constexpr int kDefaultWgmma64 = 31, kDefaultWgmma128 = 29;
 
+// Two 104 KiB blocks per multiprocessor (kQInSmem) only fit with the largest shared-memory carveout.
 template <class C>
 void set_smem_limit() {
-  FOVEA_CUDA_CHECK(
-      cudaFuncSetAttribute(flash_attention_mma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes()));
-  // Two 104 KiB blocks per multiprocessor only fit with the largest shared-memory carveout.
-  if constexpr (C::kQInSmem)
-    FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_mma<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                          int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(flash_attention_mma<C>, C::smem_bytes(), C::kQInSmem);
 }
 
 template <template <int> class V>
@@ -130,10 +126,7 @@ void set_smem_limits() {
 
 template <class C>
 void set_wgmma_limit() {
-  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_wgmma<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        C::smem_bytes()));
-  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_wgmma<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(flash_attention_wgmma<C>, C::smem_bytes(), true);
 }
 
 template <template <int> class V>

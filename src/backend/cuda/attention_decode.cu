@@ -14,6 +14,7 @@
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernel_utils.cuh"
 
 namespace fovea::cuda {
 namespace {
@@ -44,10 +45,7 @@ int pad_index(int head_dim) { return head_dim <= 32 ? 0 : head_dim <= 64 ? 1 : 2
 
 template <class C>
 int prepare_config() {
-  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(split_decode_attention<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        C::smem_bytes()));
-  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(split_decode_attention<C>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                        int(cudaSharedmemCarveoutMaxShared)));
+  allow_shared_memory(split_decode_attention<C>, C::smem_bytes(), true);
   int blocks = 0;
   FOVEA_CUDA_CHECK(
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, split_decode_attention<C>, C::kThreads, C::smem_bytes()));

@@ -1,9 +1,12 @@
 // Device helpers shared by the kernels: 8-wide bf16 loads/stores (16-byte accesses) with a scalar fallback, and
-// block-wide reductions.
+// block-wide reductions; and allow_shared_memory(), the launch attributes of kernels with large shared memory.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "backend/cuda/cuda_check.h"
 
 namespace fovea::cuda {
 
@@ -76,6 +79,17 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// Lets `kernel` take `bytes` of dynamic shared memory (over 48 KB needs the attribute) and, with
+// max_carveout, asks for the largest shared-memory carveout so that several such blocks fit a multiprocessor.
+// Called at start-up (a graph capture must not contain it).
+template <class Kernel>
+void allow_shared_memory(Kernel kernel, int bytes, bool max_carveout) {
+  FOVEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  if (max_carveout)
+    FOVEA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                          int(cudaSharedmemCarveoutMaxShared)));
+}
 
 inline unsigned blocks_for(int64_t work, int threads) {
   return unsigned((work + threads - 1) / threads);
