@@ -2,8 +2,9 @@
 # One device call (~4 minutes) before a release run: the GPU tests of the staged binaries, then A/Bs of the
 # settings that have switches, each measured once: attention configurations and decode split settings (op perf
 # rows), the ViT per-tile timing, and on a random InternVL2-8B-shaped model the engine's official-tiling QPM
-# (fovea bench, 96 requests: default, FOVEA_GEMM_TUNE_LARGE=0, --cpu-normalize) and decode step (default,
-# FOVEA_CUDA_DECODE_BALANCE=0). Binaries from .carry/bin (bench/gpu/final_call.sh --stage); carry .carry.
+# (fovea bench, 96 requests: default, --cpu-normalize) and decode step (default, FOVEA_CUDA_DECODE_BALANCE=0).
+# Run 10 (bench/results/cuda_ops_2026-11-29.md) also ran FOVEA_GEMM_TUNE_LARGE=0 against large-M GEMM tuning,
+# which showed no gain and was removed. Binaries from .carry/bin (bench/gpu/final_call.sh --stage); carry .carry.
 set -uo pipefail
 BIN=${BIN:-.carry/bin}
 out=${OUT:-out-verify}
@@ -48,7 +49,6 @@ print('qpm %.1f vit %.3f ms/tile llm %.1f ms/req' % (d['qpm'], d['stages']['vit'
       d['stages']['llm']['ms_per_request']), ('decode %.2f ms/step' % dec['ms_per_step']) if dec else '')" 2>&1 | tail -1)"
 }
 bench official --count 96 --
-bench official_no_large_tune --count 96 -- FOVEA_GEMM_TUNE_LARGE=0
 bench official_cpu_normalize --count 96 --cpu-normalize --
 bench decode --count 64 --max-tokens 256 --max-tiles 1 --warmup 0 --
 bench decode_unbalanced --count 64 --max-tokens 256 --max-tiles 1 --warmup 0 -- FOVEA_CUDA_DECODE_BALANCE=0

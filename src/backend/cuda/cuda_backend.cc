@@ -50,12 +50,8 @@ CudaBackend::CudaBackend(int device_index)
   attention_workspace_bytes_ = size_t(64) << 20;
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
-  GemmTuning tuning;
-  tuning.enabled = env_flag("FOVEA_GEMM_TUNE", true);
-  tuning.log = profile;
-  tuning.split_n = env_flag("FOVEA_GEMM_SPLIT_N", true);
-  tuning.large_m = env_flag("FOVEA_GEMM_TUNE_LARGE", false);  // off: no gain measured (gemm_lt.h)
-  gemm_ = std::make_unique<LtGemm>(stream_, tuning);
+  gemm_ = std::make_unique<LtGemm>(stream_, GemmTuning{env_flag("FOVEA_GEMM_TUNE", true), profile,
+                                                        env_flag("FOVEA_GEMM_SPLIT_N", true)});
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);
   prepare_attention_kernels();

@@ -129,18 +129,18 @@ cublasStatus_t LtGemm::launch(const Plan& plan, const Operands& o, const cublasL
 
 // Each candidate: warm-ups, then timed calls between two events, all into the real output (the caller's own
 // call recomputes it). One synchronization at the end. A candidate whose launch fails is skipped.
-size_t LtGemm::fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found,
-                       int warmups, int timed_calls) {
+size_t LtGemm::fastest(const Plan& plan, const Operands& o,
+                       const std::vector<cublasLtMatmulHeuristicResult_t>& found) {
   const auto host_start = std::chrono::steady_clock::now();
   TimingEvents timing(2 * found.size());
   const std::vector<cudaEvent_t>& events = timing.events;
   std::vector<bool> launched(found.size(), false);
   for (size_t i = 0; i < found.size(); ++i) {
     bool ok = true;
-    for (int r = 0; ok && r < warmups; ++r) ok = launch(plan, o, found[i].algo) == CUBLAS_STATUS_SUCCESS;
+    for (int r = 0; ok && r < GemmTuning::kWarmups; ++r) ok = launch(plan, o, found[i].algo) == CUBLAS_STATUS_SUCCESS;
     if (!ok) continue;
     FOVEA_CUDA_CHECK(cudaEventRecord(events[2 * i], stream_));
-    for (int r = 0; ok && r < timed_calls; ++r)
+    for (int r = 0; ok && r < GemmTuning::kTimedCalls; ++r)
       ok = launch(plan, o, found[i].algo) == CUBLAS_STATUS_SUCCESS;
     FOVEA_CUDA_CHECK(cudaEventRecord(events[2 * i + 1], stream_));
     launched[i] = ok;
@@ -150,7 +150,7 @@ size_t LtGemm::fastest(const Plan& plan, const Operands& o, const std::vector<cu
   for (size_t i = 0; sync == cudaSuccess && i < found.size(); ++i) {
     float ms = 0;
     if (launched[i] && cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]) == cudaSuccess)
-      us[i] = 1000.f * ms / float(timed_calls);
+      us[i] = 1000.f * ms / GemmTuning::kTimedCalls;
   }
   FOVEA_CUDA_CHECK(sync);
   const size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
@@ -194,16 +194,9 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
-    const bool small = o.m <= GemmTuning::kMaxRows;
-    if (tuning_.enabled && tuning_.large_m && !small && !capturing) {
-      plan.algo = large_m_algo(plan, o, alignment);
-    } else {
-      const bool tune = tuning_.enabled && small && !capturing;
-      const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
-      plan.algo = found[found.size() > 1 ? fastest(plan, o, found, GemmTuning::kWarmups, GemmTuning::kTimedCalls)
-                                         : 0]
-                      .algo;
-    }
+    const bool tune = tuning_.enabled && o.m <= GemmTuning::kMaxRows && !capturing;
+    const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
+    plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
     if (tuning_.log && tuning_.enabled && o.m <= GemmTuning::kMaxRows && capturing)
       std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,
                    o.n, o.k, gemm_epilogue_name(o.epilogue));
@@ -232,26 +225,6 @@ LtGemm::Operands LtGemm::redirect(const Operands& o) {
   }
   padded.y = scratch_;
   return padded;
-}
-
-cublasLtMatmulAlgo_t LtGemm::large_m_algo(const Plan& plan, const Operands& o, unsigned alignment) {
-  int bucket = 1;
-  while (bucket < o.m) bucket *= 2;
-  const ClassKey key{o.n, o.k, int(o.epilogue), alignment, o.ldy, bucket};
-  const auto winner = large_m_winners_.find(key);
-  if (winner != large_m_winners_.end()) {
-    cublasLtMatmulHeuristicResult_t check{};
-    const cublasStatus_t status = cublasLtMatmulAlgoCheck(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                          &winner->second, &check);
-    if (status == CUBLAS_STATUS_SUCCESS && check.state == CUBLAS_STATUS_SUCCESS &&
-        check.workspaceSize <= workspace_bytes_)
-      return winner->second;
-  }
-  const auto found = candidates(plan, o, alignment, GemmTuning::kLargeCandidates);
-  const size_t pick =
-      found.size() > 1 ? fastest(plan, o, found, GemmTuning::kLargeWarmups, GemmTuning::kLargeTimedCalls) : 0;
-  large_m_winners_[key] = found[pick].algo;
-  return found[pick].algo;
 }
 
 // The GEMMs run() issues for o: one, or (unaligned N with split_n) the 64-aligned columns and the remainder.

@@ -7,12 +7,6 @@
 // not always its fastest there: when such a plan is made outside a graph capture, up to 8 of the heuristic's
 // algorithms are timed on the real operands and the fastest is kept for the life of the plan (so the choice is
 // fixed per shape within a process). GemmTuning::enabled = false keeps the first pick (FOVEA_GEMM_TUNE=0).
-// Large M (prefill chunks, ViT batches) varies from step to step, and the heuristic's pick was far from the
-// peak at some of those shapes in the engine's profile (ViT fc1 at M = 39,975: 463 TFLOP/s against 701 at M =
-// 32,800): the first plan of a class (N, K, epilogue, alignment, row stride, M rounded up to a power of two)
-// times 4 candidates briefly, and later Ms of the class reuse the winner when cuBLASLt accepts it for them
-// (GemmTuning::large_m, FOVEA_GEMM_TUNE_LARGE=1). Measured on the H200 (fovea bench, 96 official requests):
-// 586.8 QPM with it, 590.6 without — no gain, so the CUDA backend leaves it off by default.
 //
 // Outputs whose rows are not 16-byte aligned (N not a multiple of 8: the LM head's vocab of 92,553) make
 // cuBLASLt fall back to slow kernels (865 GB/s for the M = 64 LM head on the H200); such a GEMM writes into an
@@ -40,8 +34,6 @@ struct GemmTuning {
   static constexpr int kMaxRows = 512;
   static constexpr int kCandidates = 8;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
-  bool large_m = false;  // tune M > kMaxRows once per class (see above; off by default)
-  static constexpr int kLargeCandidates = 4, kLargeWarmups = 1, kLargeTimedCalls = 2;
 };
 
 class LtGemm {
@@ -77,10 +69,7 @@ class LtGemm {
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Plan& plan, const Operands& o, unsigned alignment,
                                                           int count);
   // Index of the fastest candidate on the real operands (0 when none could be timed).
-  size_t fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found,
-                 int warmups, int timed_calls);
-  // Large M: the class winner when it fits this plan, else a brief timing of the heuristic's candidates.
-  cublasLtMatmulAlgo_t large_m_algo(const Plan& plan, const Operands& o, unsigned alignment);
+  size_t fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found);
   cublasStatus_t launch(const Plan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
   static void destroy(Plan& plan);
   // The operands as launched: unaligned output rows redirected to the scratch (grown here, outside captures).
@@ -93,8 +82,6 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
-  using ClassKey = std::tuple<int, int, int, unsigned, int, int>;  // N, K, epilogue, alignment, ldy, M bucket
-  std::map<ClassKey, cublasLtMatmulAlgo_t> large_m_winners_;
   double tuning_ms_ = 0;  // host time spent tuning, reported in the log lines
   __nv_bfloat16* scratch_ = nullptr;  // aligned output rows for unaligned N
   size_t scratch_elements_ = 0;
