@@ -82,8 +82,9 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
 // same change was 2% slower for the ViT, so there Q stays in registers. On sm_90a, dense and non-split paged
 // steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernel (attention_wgmma.cuh)
 // instead. FOVEA_CUDA_ATTN_VARIANT forces a path, for benchmarking: 1 = DecodeConfig everywhere, 3 =
-// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/27/29/31/32 = one
-// wgmma configuration (27 and up copy K/V with the tensor memory accelerator where tma_fits).
+// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/29/31 = one wgmma
+// configuration (29 and 31 copy K/V with the tensor memory accelerator where tma_fits; the other configurations
+// of the sweeps were removed once measured slower).
 template <int kPad>
 using PrefillConfig =
     std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
@@ -102,13 +103,9 @@ using Wgmma21 = WgmmaConfig<kPad, 2, 64, 2>;
 template <int kPad>
 using Wgmma22 = WgmmaConfig<kPad, 3, 64, 2>;
 template <int kPad>
-using Wgmma27 = WgmmaConfig<kPad, 2, 64, 2, true>;
-template <int kPad>
 using Wgmma29 = WgmmaConfig<kPad, 3, 64, 2, true>;
 template <int kPad>
 using Wgmma31 = WgmmaConfig<kPad, 1, 64, 2, true>;  // one warpgroup per block: more, independent blocks per SM
-template <int kPad>
-using Wgmma32 = WgmmaConfig<kPad, 2, 128, 2, true>;
 constexpr int kDefaultWgmma64 = 31, kDefaultWgmma128 = 29;
 
 // Two 104 KiB blocks per multiprocessor (kQInSmem) only fit with the largest shared-memory carveout.
@@ -219,15 +216,11 @@ void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_
   switch (variant) {
     case 21: return launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
     case 22: return launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
-    case 27: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma27>(p, num_seqs, max_q_len, stream)
-                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
     case 29: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma29>(p, num_seqs, max_q_len, stream)
                                     : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
     case 31: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma31>(p, num_seqs, max_q_len, stream)
                                     : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    case 32: return tma_fits(p, 128) ? launch_wgmma_variant<Wgmma32>(p, num_seqs, max_q_len, stream)
-                                     : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 27, 29, 31, 32)");
+    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 29, 31)");
   }
 }
 
@@ -340,10 +333,8 @@ void prepare_attention_kernels() {
   if (g_wgmma_built) {
     set_wgmma_limits<Wgmma21>();
     set_wgmma_limits<Wgmma22>();
-    set_wgmma_limits<Wgmma27>();
     set_wgmma_limits<Wgmma29>();
     set_wgmma_limits<Wgmma31>();
-    set_wgmma_limits<Wgmma32>();
   }
 }
 
