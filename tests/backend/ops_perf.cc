@@ -157,6 +157,14 @@ void llm_prefill(Perf& p) {
   p.b().fill_zero(positions);
   p.report_bytes("llm rope [8192 tok, 32+8 heads D128]",
                  p.time_ms([&] { p.b().rope(qkv, positions, 32, 8, 128, 1e6f); }), 2.0 * m * 5120 * 2);
+  // A 64-sequence decode step's rope: few tokens, so the kernel splits the heads over the grid.
+  const int64_t decode_tokens = 64;
+  Tensor decode_qkv = p.random(DType::BF16, {decode_tokens, 6144});
+  Tensor decode_positions = p.b().alloc(DType::I32, {decode_tokens});
+  p.b().fill_zero(decode_positions);
+  p.report_bytes("llm rope [64 tok, 32+8 heads D128]",
+                 p.time_ms([&] { p.b().rope(decode_qkv, decode_positions, 32, 8, 128, 1e6f); }),
+                 2.0 * decode_tokens * 5120 * 2);
   Tensor gate_up = p.random(DType::BF16, {m, 2 * 14336}), h = p.b().alloc(DType::BF16, {m, 14336});
   p.report_bytes("llm silu_mul [8192,14336]", p.time_ms([&] { p.b().silu_mul(gate_up, h); }), 3.0 * m * 14336 * 2);
 }

@@ -193,6 +193,26 @@ TEST_F(OpsTest, RopeAndKvWrite) {
   }
 }
 
+// The CUDA rope splits the rotated heads into chunks over the grid when the tokens are few (decode steps) and
+// runs one chunk once they fill the GPU: token counts from 1 to past that point (2,112 on an H200), InternLM2's
+// 32+8 heads and an odd 5+1, head dims 128 and 64.
+TEST_F(OpsTest, RopeDecodeAndPrefillSizes) {
+  struct Case {
+    int tokens, heads, kv_heads, head_dim;
+  };
+  for (Case c : {Case{1, 32, 8, 128}, Case{3, 32, 8, 128}, Case{64, 32, 8, 128}, Case{256, 32, 8, 128},
+                 Case{2500, 32, 8, 128}, Case{1, 5, 1, 64}, Case{3, 5, 1, 128}, Case{64, 5, 1, 64},
+                 Case{600, 5, 1, 64}, Case{64, 32, 8, 64}}) {
+    const int width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    Twin qkv = twin(random_host({c.tokens, width})), pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i');
+    cpu_->rope(qkv.cpu, pos.cpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
+    gpu_->rope(qkv.gpu, pos.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
+    expect_close(qkv, kBf16Tol,
+                 "rope T=" + std::to_string(c.tokens) + " H=" + std::to_string(c.heads) + "+" +
+                     std::to_string(c.kv_heads) + " D=" + std::to_string(c.head_dim));
+  }
+}
+
 // ---- CPU-only layout checks (run everywhere) ----
 
 // out = softmax(q·K^T / sqrt(D)) V over keys 0..limit, in double.

@@ -1,4 +1,5 @@
 // Decoder-side small kernels: rotary embedding, KV-cache writes, and the two LM-head reductions.
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
@@ -11,12 +12,13 @@ namespace {
 constexpr int kThreads = 256;
 
 // One thread per (token, rotated pair (x[i], x[i + D/2])): the angle's sine and cosine are computed once and
-// applied to that pair of every rotated head (q and k), so the transcendental work is 1 / (heads + kv_heads) of
-// one thread per element, and a warp's loads of a head are contiguous. inv_freq and the angle are computed in
-// float32 the way the Hugging Face reference computes them. kRopeTokensPerBlock tokens share a block.
+// applied to that pair of every rotated head (q and k) in the block's head range, so the transcendental work is
+// a fraction of one thread per element, and a warp's loads of a head are contiguous. inv_freq and the angle are
+// computed in float32 the way the Hugging Face reference computes them. kRopeTokensPerBlock tokens share a
+// block; blockIdx.y picks the range of heads_per_chunk rotated heads (see rope_heads_per_chunk for why).
 constexpr int kRopeTokensPerBlock = 4;
 __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
-                            int head_dim, float theta) {
+                            int heads_per_chunk, int head_dim, float theta) {
   const int half = head_dim / 2;
   const int pair = threadIdx.x;
   const int t = blockIdx.x * kRopeTokensPerBlock + threadIdx.y;
@@ -26,12 +28,35 @@ __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rot
   float s, c;
   sincosf(angle, &s, &c);
   bf16* row = qkv + int64_t(t) * total_heads * head_dim;
-  for (int head = 0; head < rotated_heads; ++head) {
+  const int first = blockIdx.y * heads_per_chunk, last = min(rotated_heads, first + heads_per_chunk);
+  for (int head = first; head < last; ++head) {
     bf16* x = row + head * head_dim;
     const float a = __bfloat162float(x[pair]), b = __bfloat162float(x[pair + half]);
     x[pair] = __float2bfloat16(a * c - b * s);
     x[pair + half] = __float2bfloat16(b * c + a * s);
   }
+}
+
+int multiprocessor_count() {
+  int device = 0, sms = 0;
+  FOVEA_CUDA_CHECK(cudaGetDevice(&device));
+  FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// A decode step has few tokens (64 tokens are 16 blocks on a 132-SM H200), so one chunk would leave most SMs
+// idle while each thread walks every rotated head (40 for InternLM2). With fewer than kRopeBlocksPerSm token
+// blocks per SM the rotated heads are split into equal chunks over blockIdx.y, about as many as bring the grid
+// to that size (rounding to equal chunks gives a little less, e.g. 64 tokens x 40 heads: 20 chunks of 2, 320
+// blocks). Each chunk recomputes the same inv_freq, sine and cosine, so every element's arithmetic, and output,
+// is the same for any chunk count. Once the tokens alone fill the GPU (kRopeBlocksPerSm token blocks per SM:
+// 2,112 tokens on an H200) there is one chunk, the unsplit kernel's launch, and the transcendentals are computed
+// once per (token, pair).
+constexpr int kRopeBlocksPerSm = 4;
+int rope_heads_per_chunk(int token_blocks, int rotated_heads) {
+  static const int target_blocks = kRopeBlocksPerSm * multiprocessor_count();
+  const int chunks = std::min(rotated_heads, std::max(1, (target_blocks + token_blocks - 1) / token_blocks));
+  return (rotated_heads + chunks - 1) / chunks;
 }
 
 // One thread per kChunk elements of one token's K or V row (kv_heads * head_dim elements). kChunk 8 copies
@@ -137,11 +162,14 @@ __global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int*
 
 void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
                  cudaStream_t stream) {
-  if (tokens == 0 || head_dim < 2) return;
+  const int rotated_heads = heads + kv_heads;
+  if (tokens == 0 || head_dim < 2 || rotated_heads == 0) return;
   const dim3 block(head_dim / 2, kRopeTokensPerBlock);
-  const int grid = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
-  rope_kernel<<<grid, block, 0, stream>>>(qkv, positions, tokens, heads + kv_heads, heads + 2 * kv_heads, head_dim,
-                                          theta);
+  const int token_blocks = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
+  const int heads_per_chunk = rope_heads_per_chunk(token_blocks, rotated_heads);
+  const dim3 grid(token_blocks, (rotated_heads + heads_per_chunk - 1) / heads_per_chunk);
+  rope_kernel<<<grid, block, 0, stream>>>(qkv, positions, tokens, rotated_heads, heads + 2 * kv_heads,
+                                          heads_per_chunk, head_dim, theta);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
