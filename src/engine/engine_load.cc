@@ -1,6 +1,7 @@
 // Engine(config): load the checkpoint, pick the backend, size the runner's pools from the config, read the
 // tokenizer. Kept apart from engine.cc so that the engine's threading compiles and tests without the runtime.
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 
 #include "backend/backend.h"
@@ -61,6 +62,11 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
                        ? config.kv_blocks
                        : default_kv_blocks(model.desc, *backend, config.block_size, config.max_step_tokens);
   opts.max_answer_ids = kMaxAnswers;
+  // Rows per MLP slice (bounds the [rows, 2 * ffn] workspace: 0.7 GB at 8192 rows for InternVL2-8B). On the
+  // H200 8192-row slices ran the two biggest GEMMs at a larger M for 1.1-1.4% more QPM than 2048 (session 3,
+  // two A/B runs); the CPU reference keeps the small workspace. FOVEA_MLP_ROWS is the benchmark's A/B switch.
+  opts.mlp_rows = gpu ? 8192 : 2048;
+  if (const char* rows = std::getenv("FOVEA_MLP_ROWS")) opts.mlp_rows = std::max(1, std::atoi(rows));
   // Decode steps are launch-bound on a GPU (hundreds of small kernels for a batch of a few tokens); replaying
   // them as graphs removes that cost. The CPU backend has no recordings, so the option would only add the
   // scratch KV block there.

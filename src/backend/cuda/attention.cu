@@ -1,6 +1,7 @@
 // Flash attention for both layouts (see attention_common.cuh): online softmax over key tiles, no score matrix
 // in memory. Dispatch: on sm_90a, dense and non-split paged steps with more than 64 query rows per (sequence, KV
-// head) run the wgmma kernel (attention_wgmma.cuh); split-KV decode steps whose rows fit a 16-row tile run
+// head) run the pipelined wgmma kernel (attention_wgmma_pipelined.cuh; attention_wgmma.cuh's unpipelined one
+// where TMA cannot serve the shape); split-KV decode steps whose rows fit a 16-row tile run
 // attention_decode.cuh's kernel; the rest runs the mma.sync kernel (attention_mma.cuh, head dims up to 128 that
 // are multiples of 8, padded to 32/64/128 with zeros: its cp.async copies move 16-byte chunks); a SIMT kernel
 // (one warp per query row, below) serves every other even head dim up to 256.
@@ -16,6 +17,7 @@
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/attention_wgmma_pipelined.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -82,22 +84,26 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
 // same change was 2% slower for the ViT, so there Q stays in registers. On sm_90a, dense and non-split paged
 // steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernel (attention_wgmma.cuh)
 // instead. FOVEA_CUDA_ATTN_VARIANT forces a path, for benchmarking: 1 = DecodeConfig everywhere, 3 =
-// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/29/31 = one wgmma
-// configuration (29 and 31 copy K/V with the tensor memory accelerator where tma_fits; the other configurations
-// of the sweeps were removed once measured slower).
+// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/29/31/44/47 = one wgmma
+// configuration (29, 31 and the pipelined 44 and 47 copy K/V with the tensor memory accelerator where tma_fits; the
+// other configurations of the sweeps were removed once measured slower).
 template <int kPad>
 using PrefillConfig =
     std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
 template <int kPad>
 using DecodeConfig = MmaConfig<kPad, 4, 2, true>;
 int g_forced_variant = 0;  // see above; 0: by mode
+// FOVEA_CUDA_ATTN_VARIANT_D64 / _D128: a wgmma configuration for one padded head dim only (the ViT's 64, the
+// decoder's 128), so one run can A/B both defaults; FOVEA_CUDA_ATTN_VARIANT overrides them.
+int g_forced_wgmma64 = 0, g_forced_wgmma128 = 0;
 bool g_wgmma_built = false;  // the binary's kernels were compiled for sm_90a and the device runs them
 
-// wgmma configurations (warpgroups of 64 rows, keys per tile, stages, K/V by TMA), from the 2026-11-29 sweep
-// (bench/results/cuda_ops_2026-11-29.md, runs 8 and 10): TMA copies were 1.4-1.7x the cp.async ones; at head
-// dim 64 one warpgroup per block was best (ViT 296 TFLOP/s; 2 warpgroups 284, mma.sync 202), at head dim 128
-// three (prefill 318 against 186 for mma.sync).
-// The cp.async twins serve what TMA cannot (head dims padded to 64/128, paged block sizes not dividing 64).
+// Unpipelined wgmma configurations (warpgroups of 64 rows, keys per tile, stages, K/V by TMA), from the
+// 2026-11-29 sweep (bench/results/cuda_ops_2026-11-29.md, runs 8 and 10): TMA copies were 1.4-1.7x the cp.async
+// ones; at head dim 64 one warpgroup per block was best (ViT 296 TFLOP/s; mma.sync 202), at head dim 128 three
+// (prefill 318 against 186 for mma.sync). 29 and 31 were the defaults until the pipelined kernel (below) and
+// stay for A/B runs; the cp.async twins 21/22 serve what TMA cannot (head dims padded to 64/128, paged block
+// sizes not dividing the key tile).
 template <int kPad>
 using Wgmma21 = WgmmaConfig<kPad, 2, 64, 2>;
 template <int kPad>
@@ -106,7 +112,18 @@ template <int kPad>
 using Wgmma29 = WgmmaConfig<kPad, 3, 64, 2, true>;
 template <int kPad>
 using Wgmma31 = WgmmaConfig<kPad, 1, 64, 2, true>;  // one warpgroup per block: more, independent blocks per SM
-constexpr int kDefaultWgmma64 = 31, kDefaultWgmma128 = 29;
+constexpr int kDefaultWgmma64 = 44, kDefaultWgmma128 = 47;
+// Pipelined (attention_wgmma_pipelined.cuh: producer warp(group), mbarrier stages, softmax overlapping P·V):
+// <head dim, consumer warpgroups, keys per tile, stages, blocks per SM, consumer registers (0: no setmaxnreg)>.
+// The 2026-11-29 session-3 sweep (bench/results/cuda_ops_2026-11-29.md, run 11): at head dim 128, two consumer
+// warpgroups on 128-key tiles with three stages and a register-donating producer warpgroup (47) ran causal
+// prefill at 430 TFLOP/s (29: 316); with two stages (46) 300, and without setmaxnreg 128-key tiles spill. At
+// head dim 64 (the ViT) one warpgroup, 64-key tiles, three stages, two blocks per SM (44): 308 (31: 295). The
+// other configurations of the sweep (2 or 3 warpgroups on 64-key tiles, one on 128) were slower and removed.
+template <int kPad>
+using Pipe44 = WgmmaPipeConfig<kPad, 1, 64, 3, 2>;
+template <int kPad>
+using Pipe47 = WgmmaPipeConfig<kPad, 2, 128, 3, 1, 232>;
 
 // Two 104 KiB blocks per multiprocessor (kQInSmem) only fit with the largest shared-memory carveout.
 template <class C>
@@ -123,7 +140,8 @@ void set_smem_limits() {
 
 template <class C>
 void set_wgmma_limit() {
-  allow_shared_memory(flash_attention_wgmma<C>, C::smem_bytes(), true);
+  if constexpr (C::kPipelined) allow_shared_memory(flash_attention_wgmma_pipelined<C>, C::smem_bytes(), true);
+  else allow_shared_memory(flash_attention_wgmma<C>, C::smem_bytes(), true);
 }
 
 template <template <int> class V>
@@ -190,8 +208,11 @@ void launch_wgmma_config(const AttentionProblem& p, int num_seqs, int max_q_len,
       v_map = k_map;
     }
   }
-  flash_attention_wgmma<C>
-      <<<dim3(row_tiles, p.kv_heads, num_seqs), C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
+  const dim3 grid(row_tiles, p.kv_heads, num_seqs);
+  if constexpr (C::kPipelined)
+    flash_attention_wgmma_pipelined<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
+  else
+    flash_attention_wgmma<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
@@ -209,7 +230,8 @@ int wgmma_variant(const AttentionProblem& p, int max_q_len) {
       int64_t(max_q_len) * p.group <= 64)
     return 0;
   if (g_forced_variant >= 20) return g_forced_variant;
-  return p.head_dim <= 64 ? kDefaultWgmma64 : kDefaultWgmma128;
+  if (p.head_dim <= 64) return g_forced_wgmma64 ? g_forced_wgmma64 : kDefaultWgmma64;
+  return g_forced_wgmma128 ? g_forced_wgmma128 : kDefaultWgmma128;
 }
 
 void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
@@ -220,7 +242,11 @@ void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_
                                     : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
     case 31: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma31>(p, num_seqs, max_q_len, stream)
                                     : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 29, 31)");
+    case 44: return tma_fits(p, 64) ? launch_wgmma_variant<Pipe44>(p, num_seqs, max_q_len, stream)
+                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
+    case 47: return tma_fits(p, 128) ? launch_wgmma_variant<Pipe47>(p, num_seqs, max_q_len, stream)
+                                     : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
+    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 29, 31, 44, 47)");
   }
 }
 
@@ -321,6 +347,8 @@ void prepare_attention_kernels() {
   set_smem_limits<DecodeConfig>();
   prepare_split_decode_kernels();
   if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D64")) g_forced_wgmma64 = std::atoi(v);
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D128")) g_forced_wgmma128 = std::atoi(v);
   // Whether the kernels were compiled for sm_90a is known only on the device: ask a one-thread kernel once.
   int* flag = nullptr;
   FOVEA_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
@@ -335,6 +363,8 @@ void prepare_attention_kernels() {
     set_wgmma_limits<Wgmma22>();
     set_wgmma_limits<Wgmma29>();
     set_wgmma_limits<Wgmma31>();
+    set_wgmma_limits<Pipe44>();
+    set_wgmma_limits<Pipe47>();
   }
 }
 

@@ -1,12 +1,15 @@
 // Host side of the split-KV decode kernel (attention_decode.cuh): which configuration runs, how a step's keys
 // are split, the launch. FOVEA_CUDA_DECODE_KERNEL picks the kernel for benchmarking: old (the general kernel,
 // attention_mma.cuh), w2 / w4 / w8 (this kernel with 2, 4 or 8 warps per block; w4, the default, when unset);
-// FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 2), and
+// FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 1.5), and
 // FOVEA_CUDA_DECODE_BALANCE=0 turns off the per-sequence division of keys. All are read once. Recorded decode
 // steps size their splits for the padded context (table width x block size, e.g. 1024 keys for a ~480-key
 // batch): with fixed key ranges most splits of a shorter sequence were empty, so each sequence now divides its
 // own keys over the splits. H200, 64 sequences of 480 keys planned for 1024 (bench/results/cuda_ops, run 10):
-// balanced at 2 waves 2343 GB/s, 4 waves 2161, 8 waves 1880; fixed ranges at 8 waves 2232.
+// balanced at 2 waves 2343 GB/s, 4 waves 2161, 8 waves 1880; fixed ranges at 8 waves 2232. Session 3 (run 11)
+// went below 2: at 1 or 1.5 waves those 64 sequences take one split each (no combine pass), 2959 GB/s, and the
+// engine's decode step fell from 6.15 to 5.96 ms; 1.5 also splits 8 sequences of 3409 keys (2411 GB/s, 1 wave
+// 2142, 2 waves 2198) and 64 of them (3943, 2 waves 3776). w2 and w8 lost to w4 at every shape.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -37,7 +40,7 @@ struct Setup {
   Variant variant = Variant::kW4;
   int sms = 0;
   int blocks_per_sm[3] = {1, 1, 1};  // by padded head dim 32, 64, 128
-  double waves = 2;
+  double waves = 1.5;
   bool balance = true;  // FOVEA_CUDA_DECODE_BALANCE=0: split s takes keys [s * split_keys, ...) of every sequence
 };
 

@@ -112,13 +112,25 @@ __device__ __forceinline__ void mask_scores(float (&s)[kTiles][4], int key0, int
   }
 }
 
-// Online softmax over one tile: raises the running max (in score units) by the tile's, turns the scores into
-// weights 2^(score * scale_log2 - max * scale_log2), and rescales the running sums (this thread's columns only)
-// and the output accumulators to the new max.
-template <bool kFast, int kTiles, int kDimTiles>
-__device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&acc)[kDimTiles][4], float (&row_max)[2],
-                                               float (&row_sum)[2], float scale_log2) {
-  float correction[2];
+// Writes this thread's columns of row h (0: g, 1: g + 8) of the accumulators, times inv, as bf16.
+template <int kDimTiles>
+__device__ __forceinline__ void store_output_row(__nv_bfloat16* out, const float (&acc)[kDimTiles][4], int h,
+                                                 float inv, int t, int head_dim) {
+#pragma unroll
+  for (int d = 0; d < kDimTiles; ++d) {
+    const int col = d * 8 + 2 * t;
+    if (col < head_dim)
+      *reinterpret_cast<__nv_bfloat162*>(out + col) = __floats2bfloat162_rn(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
+  }
+}
+
+// Online softmax over one tile, first half: raises the running max (in score units) by the tile's, turns the
+// scores into weights 2^(score * scale_log2 - max * scale_log2), rescales the running sums (this thread's
+// columns only) and returns in `correction` the factor the output accumulators must be rescaled by. The
+// pipelined wgmma kernel applies it later, once the previous tile's P·V has landed in the accumulators.
+template <bool kFast, int kTiles>
+__device__ __forceinline__ void softmax_weights(float (&s)[kTiles][4], float (&row_max)[2], float (&row_sum)[2],
+                                                float scale_log2, float (&correction)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float tile_max = -INFINITY;
@@ -139,6 +151,11 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&ac
       row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
     }
   }
+}
+
+// Second half: the output accumulators follow the running max.
+template <int kDimTiles>
+__device__ __forceinline__ void rescale_output(float (&acc)[kDimTiles][4], const float (&correction)[2]) {
 #pragma unroll
   for (int d = 0; d < kDimTiles; ++d) {
     acc[d][0] *= correction[0];
@@ -146,6 +163,15 @@ __device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&ac
     acc[d][2] *= correction[1];
     acc[d][3] *= correction[1];
   }
+}
+
+// Both halves at once, for kernels whose accumulators are not in flight.
+template <bool kFast, int kTiles, int kDimTiles>
+__device__ __forceinline__ void online_softmax(float (&s)[kTiles][4], float (&acc)[kDimTiles][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float scale_log2) {
+  float correction[2];
+  softmax_weights<kFast>(s, row_max, row_sum, scale_log2, correction);
+  rescale_output(acc, correction);
 }
 
 // O += P·V over the tile's kTiles / 2 16-key k-steps; sV points at key 0's row. The S accumulators of key tiles
@@ -330,14 +356,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks) flash_attention_mm
       continue;
     }
     const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
-    __nv_bfloat16* out = output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group);
-#pragma unroll
-    for (int d = 0; d < kDimTiles; ++d) {
-      const int col = d * 8 + 2 * t;
-      if (col < p.head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(out + col) =
-            __floats2bfloat162_rn(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
-    }
+    store_output_row(output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group), acc, h, inv, t, p.head_dim);
   }
 }
 

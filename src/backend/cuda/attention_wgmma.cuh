@@ -22,8 +22,9 @@
 
 namespace fovea::cuda {
 
-template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, bool kTensorCopies = false>
-struct WgmmaConfig {
+// What both wgmma kernels' configurations share: the tile shapes and their shared-memory bytes.
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages>
+struct WgmmaTiles {
   static_assert(kPadDim == 64 || kPadDim == 128, "head dim padded to 64 or 128");
   static_assert(kKeyTile == 64 || kKeyTile == 128, "64- or 128-key tiles");
   static_assert(kNumStages >= 2, "at least double buffering");
@@ -32,17 +33,26 @@ struct WgmmaConfig {
   static constexpr int kRows = 64 * kNumGroups;
   static constexpr int kKeys = kKeyTile;
   static constexpr int kStages = kNumStages;
+  static constexpr int kChunks = kPad / 8;  // 16-byte chunks per row
+  static constexpr int kQBytes = kRows * kPad * 2;
+  static constexpr int kTileBytes = kKeys * kPad * 2;  // K or V of one stage
+  // Q, K and V of every stage, the mbarriers, and 1024 bytes to round the dynamic shared-memory base up to the
+  // 1024-byte swizzle-atom boundary.
+  static constexpr int smem_bytes_with(int barrier_bytes) {
+    return kQBytes + 2 * kStages * kTileBytes + barrier_bytes + 1024;
+  }
+};
+
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, bool kTensorCopies = false>
+struct WgmmaConfig : WgmmaTiles<kPadDim, kNumGroups, kKeyTile, kNumStages> {
   // K/V tiles copied by the tensor memory accelerator (cp.async.bulk.tensor, one thread issues a whole tile and
   // an mbarrier counts the bytes in) instead of 16-byte cp.async by every thread: the math warps then spend no
   // instructions on addresses. Needs head_dim == kPad and (paged) a block size that divides kKeys.
   static constexpr bool kTma = kTensorCopies;
+  static constexpr bool kPipelined = false;  // flash_attention_wgmma (WgmmaPipeConfig: the pipelined kernel)
   static constexpr int kThreads = 128 * kNumGroups;
-  static constexpr int kChunks = kPad / 8;  // 16-byte chunks per row
-  static constexpr int kQBytes = kRows * kPad * 2;
-  static constexpr int kTileBytes = kKeys * kPad * 2;  // K or V of one stage
-  // +1024: the dynamic shared memory base is rounded up to the 1024-byte swizzle-atom boundary.
   static constexpr int kBarrierBytes = 8 * kNumStages;  // one "tile landed" mbarrier per stage (TMA only)
-  static constexpr int smem_bytes() { return kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + 1024; }
+  static constexpr int smem_bytes() { return WgmmaConfig::smem_bytes_with(kBarrierBytes); }
 };
 
 namespace wgmma_detail {
@@ -168,6 +178,48 @@ struct RowState {
   int warp_min_limit;  // tiles wholly at or below it need no mask
 };
 
+// The state of this thread's rows my_row[0..1] (query rows of the block's numbering).
+__device__ __forceinline__ RowState make_row_state(const AttentionProblem& p, const SequenceSpan& span,
+                                                   const int (&my_row)[2]) {
+  RowState st;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int token = my_row[h] / p.group;
+    st.key_limit[h] = token < span.q_len ? min(span.limit(token), span.kv_len - 1) : -1;
+  }
+  st.warp_min_limit = min(st.key_limit[0], st.key_limit[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    st.warp_min_limit = min(st.warp_min_limit, __shfl_xor_sync(0xffffffffu, st.warp_min_limit, o));
+  return st;
+}
+
+// Warpgroup-uniform: the key tiles its 64 rows from group_row0 on may see are a prefix [0, result) of the
+// block's end_tile tiles (0 when it holds only padding rows).
+__device__ __forceinline__ int visible_tiles(const AttentionProblem& p, const SequenceSpan& span, int group_row0,
+                                             int end_tile, int keys_per_tile) {
+  if (group_row0 / p.group >= span.q_len) return 0;
+  const int group_key_limit = min(span.kv_len - 1, span.limit(min(span.q_len - 1, (group_row0 + 63) / p.group)));
+  return min(end_tile, group_key_limit / keys_per_tile + 1);
+}
+
+// Normalises this thread's two rows by their softmax sums and writes them as bf16.
+template <int kDimTiles>
+__device__ __forceinline__ void store_rows(const AttentionProblem& p, const SequenceSpan& span, RowState& st,
+                                           const float (&acc)[kDimTiles][4], const int (&my_row)[2], int kv_head,
+                                           int t) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 1);
+    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 2);
+    const int token = my_row[h] / p.group;
+    if (token >= span.q_len) continue;
+    const float inv = st.sum[h] > 0.f ? 1.f / st.sum[h] : 0.f;
+    mma_detail::store_output_row(output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group), acc, h, inv,
+                                 t, p.head_dim);
+  }
+}
+
 // Issues S = Q·K^T for one key tile (asynchronously; the caller waits).
 template <class C>
 __device__ __forceinline__ void issue_scores(float (&s)[C::kKeys / 8][4], uint32_t q_addr, uint32_t k_addr) {
@@ -182,29 +234,89 @@ __device__ __forceinline__ void issue_scores(float (&s)[C::kKeys / 8][4], uint32
   commit();
 }
 
-// Issues O += P·V for one key tile: S's accumulators of key columns 16k..16k+15 are the A fragment of step k.
-// All fragments are packed before the fence, so that no register feeding a queued wgmma changes between issues
-// (else the compiler has to insert a warpgroup.arrive before each one).
-template <class C>
-__device__ __forceinline__ void issue_values(float (&acc)[C::kPad / 8][4], const float (&s)[C::kKeys / 8][4],
-                                             uint32_t v_addr) {
-  uint32_t p_frag[C::kKeys / 16][4];
+// S's accumulators of key columns 16k..16k+15 are the A fragment of P·V's k-step k.
+template <int kKeys>
+__device__ __forceinline__ void pack_weights(uint32_t (&p)[kKeys / 16][4], const float (&s)[kKeys / 8][4]) {
 #pragma unroll
-  for (int k = 0; k < C::kKeys / 16; ++k) {
-    p_frag[k][0] = mma_detail::pack_bf16(s[2 * k][0], s[2 * k][1]);
-    p_frag[k][1] = mma_detail::pack_bf16(s[2 * k][2], s[2 * k][3]);
-    p_frag[k][2] = mma_detail::pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
-    p_frag[k][3] = mma_detail::pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
+  for (int k = 0; k < kKeys / 16; ++k) {
+    p[k][0] = mma_detail::pack_bf16(s[2 * k][0], s[2 * k][1]);
+    p[k][1] = mma_detail::pack_bf16(s[2 * k][2], s[2 * k][3]);
+    p[k][2] = mma_detail::pack_bf16(s[2 * k + 1][0], s[2 * k + 1][1]);
+    p[k][3] = mma_detail::pack_bf16(s[2 * k + 1][2], s[2 * k + 1][3]);
   }
+}
+
+// Issues O += P·V with P packed; P's registers must stay untouched until the group completes. All fragments are
+// packed before the fence, so that no register feeding a queued wgmma changes between issues (else the compiler
+// has to insert a warpgroup.arrive before each one).
+template <class C>
+__device__ __forceinline__ void issue_packed_values(float (&acc)[C::kPad / 8][4], const uint32_t (&p)[C::kKeys / 16][4],
+                                                    uint32_t v_addr) {
   pin(acc);
   fence();
 #pragma unroll
   for (int k = 0; k < C::kKeys / 16; ++k)
-    wgmma_rs_tb<C::kPad>(acc, p_frag[k], descriptor(v_addr + uint32_t(k) * 16 * 128, C::kKeys * 128, 1024));
+    wgmma_rs_tb<C::kPad>(acc, p[k], descriptor(v_addr + uint32_t(k) * 16 * 128, C::kKeys * 128, 1024));
   commit();
 }
 
+// Issues O += P·V for one key tile, P taken from S's accumulators.
+template <class C>
+__device__ __forceinline__ void issue_values(float (&acc)[C::kPad / 8][4], const float (&s)[C::kKeys / 8][4],
+                                             uint32_t v_addr) {
+  uint32_t p_frag[C::kKeys / 16][4];
+  pack_weights<C::kKeys>(p_frag, s);
+  issue_packed_values<C>(acc, p_frag, v_addr);
+}
+
 }  // namespace wgmma_detail
+
+// Lane `lane` of the copying warp issues its share of key tile `tile`'s K and V boxes into the stage at k_dst /
+// v_dst, counted on `bar` (lane 0 announced the stage's bytes): dense, one box per 64-column block; paged, one per
+// cache page. Pages the block table cannot name are read past the end of the cache: the copy engine fills them
+// with zeros (and still counts their bytes).
+template <class C>
+__device__ __forceinline__ void copy_stage(const AttentionProblem& p, const CUtensorMap& k_map,
+                                           const CUtensorMap& v_map, int seq, int kv_head, int kv_end, int tile,
+                                           int lane, uint32_t k_dst, uint32_t v_dst, uint32_t bar) {
+  const int key0 = tile * C::kKeys;
+  if (!p.paged) {
+    if (lane >= C::kPad / 64) return;
+    const int y = seq * p.tokens + key0;
+    wgmma_detail::tensor_copy(k_dst + lane * C::kKeys * 128, k_map, (p.heads + kv_head) * p.head_dim + lane * 64, y, bar);
+    wgmma_detail::tensor_copy(v_dst + lane * C::kKeys * 128, v_map, (p.heads + p.kv_heads + kv_head) * p.head_dim + lane * 64, y,
+                bar);
+    return;
+  }
+  const int page = lane, pages = C::kKeys / p.block_size;
+  if (page >= pages) return;
+  const int logical = key0 / p.block_size + page;
+  int block = logical < p.max_blocks_per_seq ? p.block_table[int64_t(seq) * p.max_blocks_per_seq + logical] : -1;
+  if (block < 0 || block >= p.num_blocks || key0 + page * p.block_size >= kv_end) block = int(p.num_blocks);
+  const int y = block * p.block_size;
+#pragma unroll
+  for (int cb = 0; cb < C::kPad / 64; ++cb) {
+    const uint32_t offset = uint32_t(cb * C::kKeys * 128 + page * p.block_size * 128);
+    wgmma_detail::tensor_copy(k_dst + offset, k_map, kv_head * p.head_dim + cb * 64, y, bar);
+    wgmma_detail::tensor_copy(v_dst + offset, v_map, kv_head * p.head_dim + cb * 64, y, bar);
+  }
+}
+
+// A wgmma kernel's dynamic shared memory: Q, then K and V of each stage, then the mbarriers; the base is rounded
+// up to the 1024-byte swizzle-atom boundary (smem_bytes() reserves the 1024 bytes).
+template <class C>
+struct WgmmaSmem {
+  unsigned char* q;
+  __device__ explicit WgmmaSmem(unsigned char* raw) {
+    const uint32_t address = uint32_t(__cvta_generic_to_shared(raw));
+    q = raw + ((1024u - (address & 1023u)) & 1023u);
+  }
+  __device__ unsigned char* k(int tile) const { return q + C::kQBytes + 2 * (tile % C::kStages) * C::kTileBytes; }
+  __device__ unsigned char* v(int tile) const { return k(tile) + C::kTileBytes; }
+  __device__ unsigned char* barriers() const { return q + C::kQBytes + 2 * C::kStages * C::kTileBytes; }
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* ptr) { return uint32_t(__cvta_generic_to_shared(ptr)); }
 
 // k_map / v_map (TMA configurations only): dense, both over qkv [tokens, qkv_row] with 64 x kKeys boxes; paged,
 // over the caches [num_blocks * block_size, kv_heads * head_dim] with 64 x block_size boxes.
@@ -215,11 +327,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wgmma_detail;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = uint32_t(__cvta_generic_to_shared(smem_raw));
-  unsigned char* sQ = smem_raw + ((1024u - (raw & 1023u)) & 1023u);
-  auto stage_k = [&](int tile) { return sQ + C::kQBytes + 2 * (tile % C::kStages) * C::kTileBytes; };
-  auto stage_v = [&](int tile) { return stage_k(tile) + C::kTileBytes; };
-  auto saddr = [](const unsigned char* ptr) { return uint32_t(__cvta_generic_to_shared(ptr)); };
+  const WgmmaSmem<C> smem(smem_raw);
 
   const int seq = blockIdx.z, kv_head = blockIdx.y;
   const SequenceSpan span = sequence_span(p, seq);
@@ -243,40 +351,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
         return offset < 0 ? nullptr : kv_base(p, which) + offset;
       };
     };
-    load_tile<C>(stage_k(tile), C::kKeys, p, row_src(0));
-    load_tile<C>(stage_v(tile), C::kKeys, p, row_src(1));
+    load_tile<C>(smem.k(tile), C::kKeys, p, row_src(0));
+    load_tile<C>(smem.v(tile), C::kKeys, p, row_src(1));
   };
-  // TMA: warp 0 copies a stage; lane 0 announces the bytes, then lane i copies page i (dense: one box per
-  // column block). Pages the block table cannot name are read past the end of the cache: the copy engine fills
-  // them with zeros (and still counts their bytes).
-  const uint32_t bars = saddr(sQ + C::kQBytes + 2 * C::kStages * C::kTileBytes);
+  // TMA: warp 0 copies a stage; lane 0 announces the bytes.
+  const uint32_t bars = smem_addr(smem.barriers());
   auto tma_keys = [&](int tile) {
     if (threadIdx.x >= 32) return;
-    const int key0 = tile * C::kKeys;
     const uint32_t bar = bars + 8 * uint32_t(tile % C::kStages);
     if (threadIdx.x == 0) barrier_expect(bar, 2 * C::kTileBytes);
     __syncwarp();
-    const uint32_t k_dst = saddr(stage_k(tile)), v_dst = saddr(stage_v(tile));
-    if (!p.paged) {
-      if (threadIdx.x >= C::kPad / 64) return;
-      const int cb = threadIdx.x, y = seq * p.tokens + key0;
-      tensor_copy(k_dst + cb * C::kKeys * 128, k_map, (p.heads + kv_head) * p.head_dim + cb * 64, y, bar);
-      tensor_copy(v_dst + cb * C::kKeys * 128, v_map, (p.heads + p.kv_heads + kv_head) * p.head_dim + cb * 64, y,
-                  bar);
-      return;
-    }
-    const int page = threadIdx.x, pages = C::kKeys / p.block_size;
-    if (page >= pages) return;
-    const int logical = key0 / p.block_size + page;
-    int block = logical < p.max_blocks_per_seq ? p.block_table[int64_t(seq) * p.max_blocks_per_seq + logical] : -1;
-    if (block < 0 || block >= p.num_blocks || key0 + page * p.block_size >= kv_end) block = int(p.num_blocks);
-    const int y = block * p.block_size;
-#pragma unroll
-    for (int cb = 0; cb < C::kPad / 64; ++cb) {
-      const uint32_t offset = uint32_t(cb * C::kKeys * 128 + page * p.block_size * 128);
-      tensor_copy(k_dst + offset, k_map, kv_head * p.head_dim + cb * 64, y, bar);
-      tensor_copy(v_dst + offset, v_map, kv_head * p.head_dim + cb * 64, y, bar);
-    }
+    copy_stage<C>(p, k_map, v_map, seq, kv_head, kv_end, tile, threadIdx.x, smem_addr(smem.k(tile)),
+                  smem_addr(smem.v(tile)), bar);
   };
   if constexpr (C::kTma) {
     if (threadIdx.x == 0) {
@@ -287,7 +373,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
 
   // Pipeline: group 0 = Q, group 1 + i = key tile i; one group (possibly empty) is committed per step.
-  load_tile<C>(sQ, C::kRows, p, [&](int row) -> const __nv_bfloat16* {
+  load_tile<C>(smem.q, C::kRows, p, [&](int row) -> const __nv_bfloat16* {
     const int token = (row0 + row) / p.group;
     return token < span.q_len ? query_ptr(p, span, token, kv_head * p.group + (row0 + row) % p.group) : nullptr;
   });
@@ -302,24 +388,11 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int group_row0 = row0 + group_index * 64;
   const int my_row[2] = {group_row0 + warp * 16 + g, group_row0 + warp * 16 + g + 8};
-  RowState st;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int token = my_row[h] / p.group;
-    st.key_limit[h] = token < span.q_len ? min(span.limit(token), span.kv_len - 1) : -1;
-  }
-  st.warp_min_limit = min(st.key_limit[0], st.key_limit[1]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    st.warp_min_limit = min(st.warp_min_limit, __shfl_xor_sync(0xffffffffu, st.warp_min_limit, o));
-  // Warpgroup-uniform: whether it has real rows, and the last key any of its rows may see. Visible tiles are a
-  // prefix [0, visible_end) of the key tiles.
-  const bool group_active = group_row0 / p.group < span.q_len;
-  const int group_key_limit = min(span.kv_len - 1, span.limit(min(span.q_len - 1, (group_row0 + 63) / p.group)));
-  const int visible_end = group_active ? min(end_tile, group_key_limit / C::kKeys + 1) : 0;
+  RowState st = make_row_state(p, span, my_row);
+  const int visible_end = visible_tiles(p, span, group_row0, end_tile, C::kKeys);
 
   float acc[C::kPad / 8][4] = {};
-  const uint32_t q_addr = saddr(sQ) + uint32_t(group_index) * 64 * 128;
+  const uint32_t q_addr = smem_addr(smem.q) + uint32_t(group_index) * 64 * 128;
 
   for (int tile = 0; tile < end_tile; ++tile) {
     // cp.async: Q and tile `tile` have landed (TMA: only Q; the tile's barrier says when it has).
@@ -334,33 +407,18 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     if (tile >= visible_end) continue;  // nothing visible for this warpgroup's rows
     if constexpr (C::kTma) barrier_wait(bars + 8 * uint32_t(tile % C::kStages), uint32_t(tile / C::kStages) & 1u);
     float s[C::kKeys / 8][4];
-    issue_scores<C>(s, q_addr, saddr(stage_k(tile)));
+    issue_scores<C>(s, q_addr, smem_addr(smem.k(tile)));
     wait_all();
     pin(s);
     if (tile * C::kKeys + C::kKeys - 1 > st.warp_min_limit) mma_detail::mask_scores(s, tile * C::kKeys, t, st.key_limit);
     mma_detail::online_softmax<true>(s, acc, st.max, st.sum, p.scale_log2);
-    issue_values<C>(acc, s, saddr(stage_v(tile)));
+    issue_values<C>(acc, s, smem_addr(smem.v(tile)));
     wait_all();
     pin(acc);
   }
   mma_detail::cp_async_wait<0>();  // blocks with no key tile never waited for their Q copy
 
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 1);
-    st.sum[h] += __shfl_xor_sync(0xffffffffu, st.sum[h], 2);
-    const int token = my_row[h] / p.group;
-    if (token >= span.q_len) continue;
-    const float inv = st.sum[h] > 0.f ? 1.f / st.sum[h] : 0.f;
-    __nv_bfloat16* out = output_ptr(p, span, token, kv_head * p.group + my_row[h] % p.group);
-#pragma unroll
-    for (int d = 0; d < C::kPad / 8; ++d) {
-      const int col = d * 8 + 2 * t;
-      if (col < p.head_dim)
-        *reinterpret_cast<__nv_bfloat162*>(out + col) =
-            __floats2bfloat162_rn(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
-    }
-  }
+  store_rows(p, span, st, acc, my_row, kv_head, t);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 

@@ -1,6 +1,7 @@
 // CudaBackend construction, memory and transfers, and the factory functions the rest of Fovea links against.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -50,8 +51,9 @@ CudaBackend::CudaBackend(int device_index)
   attention_workspace_bytes_ = size_t(64) << 20;
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
-  gemm_ = std::make_unique<LtGemm>(stream_, GemmTuning{env_flag("FOVEA_GEMM_TUNE", true), profile,
-                                                        env_flag("FOVEA_GEMM_SPLIT_N", true)});
+  GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile, env_flag("FOVEA_GEMM_SPLIT_N", true)};
+  if (const char* n = std::getenv("FOVEA_GEMM_TUNE_CANDIDATES")) tuning.candidates = std::max(1, std::atoi(n));
+  gemm_ = std::make_unique<LtGemm>(stream_, tuning);
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);
   prepare_attention_kernels();

@@ -195,7 +195,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
     const bool tune = tuning_.enabled && o.m <= GemmTuning::kMaxRows && !capturing;
-    const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
+    const auto found = candidates(plan, o, alignment, tune ? std::max(1, tuning_.candidates) : 1);
     plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
     if (tuning_.log && tuning_.enabled && o.m <= GemmTuning::kMaxRows && capturing)
       std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,

@@ -31,8 +31,10 @@ struct GemmTuning {
   bool enabled = true;  // time the heuristic's candidates for M <= kMaxRows
   bool log = false;     // one stderr line per tuned shape
   bool split_n = true;  // unaligned N: the first N - N % 64 columns in one GEMM, the rest in another
+  // Heuristic candidates timed per shape (FOVEA_GEMM_TUNE_CANDIDATES for A/B runs; the heuristic may return
+  // fewer).
+  int candidates = 8;
   static constexpr int kMaxRows = 512;
-  static constexpr int kCandidates = 8;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
 };
 
