@@ -57,7 +57,7 @@ for setting in ${DECODE_OPS:-}; do
     > "$logs/decode_ops_$name.log" 2>&1
   grep -E " ms " "$logs/decode_ops_$name.log" | grep -E "paged decode" | sed "s/^/$name /"
 done
-for v in ${RACE_VARIANTS:-41}; do
+for v in ${RACE_VARIANTS-44 47}; do
   time_left "racecheck $v" || break
   FOVEA_CUDA_ATTN_VARIANT=$v timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 "$BIN/test_ops" \
     --gtest_filter='PagedOpsTest.PrefillAndChunkedPrefill:OpsTest.AttentionDense' > "$logs/race_v$v.log" 2>&1
