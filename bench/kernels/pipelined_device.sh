@@ -75,7 +75,7 @@ bench() {  # bench NAME [ENV=VALUE...]
 import json; d = json.load(open('$logs/bench_$name.json')); s = d['stages']
 print(f\"qpm {d['qpm']:.1f} vit {s['vit']['ms_per_request']:.2f} llm {s['llm']['ms_per_request']:.2f} ms/request\")" 2>/dev/null)"
 }
-for setting in ${DECODES:-default}; do
+for setting in ${DECODES-default}; do
   run_setting decode "$setting"
   time_left "decode $name" || break
   env "${env_args[@]}" timeout 80 "$BIN/fovea" bench --model "$WORK/model" --images "$WORK/images" --backend cuda \
@@ -83,7 +83,7 @@ for setting in ${DECODES:-default}; do
     > "$logs/decode_$name.log" 2>&1
   echo "decode $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/decode_$name.json'))['decode']; print(d.get('ms_per_step'), d.get('llm_ms_per_step'))" 2>/dev/null)"
 done
-for setting in ${BENCHES:-default}; do
+for setting in ${BENCHES-default}; do
   run_setting bench "$setting"
   bench "$name" "${env_args[@]}"
 done

@@ -109,6 +109,14 @@ class Backend {
   // Writes the k and v parts of qkv [T, (H + 2*KV)*D] into the cache rows slots[t] (= block * block_size + row).
   virtual void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                         KvCacheLayer& cache) = 0;
+  // rope, then kv_write: a decoder layer's two steps between its qkv linear and its attention. Backends may fuse
+  // them (the CUDA one does: one pass instead of two launches per layer, which counts at decode sizes); the
+  // result must be what the two calls give.
+  virtual void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
+                             int head_dim, float theta, KvCacheLayer& cache) {
+    rope(qkv, positions, heads, kv_heads, head_dim, theta);
+    kv_write(qkv, slots, heads, kv_heads, head_dim, cache);
+  }
   // Causal GQA attention of the q part of qkv [T, (H+2KV)*D] over the paged cache; out [T, H*D].
   virtual void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,
                                int heads, int kv_heads, int head_dim, Tensor& out) = 0;

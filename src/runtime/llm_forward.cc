@@ -119,8 +119,8 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
     be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
   }
   be_.linear(normed, w.qkv_w, w.qkv_b, qkv);
-  be_.rope(qkv, positions_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim, c.rope_theta);
-  be_.kv_write(qkv, slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim, kv.layers[size_t(index)]);
+  be_.rope_kv_write(qkv, positions_.rows(0, tokens), slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim,
+                    c.rope_theta, kv.layers[size_t(index)]);
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
   be_.linear(attn, w.o_w, Tensor{}, branch);
   be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);

@@ -213,6 +213,35 @@ TEST_F(OpsTest, RopeDecodeAndPrefillSizes) {
   }
 }
 
+// The CUDA backend fuses rope and kv_write into one kernel: it must leave qkv and both caches as the two calls do
+// (the CPU backend runs them one after the other), at decode and prefill sizes, with a padding row (slot -1)
+// and head dims whose pairs do not fill a warp.
+TEST_F(OpsTest, FusedRopeKvWrite) {
+  struct Case {
+    int tokens, heads, kv_heads, head_dim;
+  };
+  for (Case c : {Case{1, 32, 8, 128}, Case{64, 32, 8, 128}, Case{600, 32, 8, 128}, Case{9, 5, 1, 64},
+                 Case{7, 4, 2, 20}, Case{2500, 28, 4, 128}}) {
+    const int width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    const std::string tag = " T=" + std::to_string(c.tokens) + " H=" + std::to_string(c.heads) + "+" +
+                            std::to_string(c.kv_heads) + " D=" + std::to_string(c.head_dim);
+    Twin qkv = twin(random_host({c.tokens, width})), pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i');
+    const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
+    std::vector<int32_t> slots = permutation(num_blocks * block_size);
+    slots.resize(size_t(c.tokens));
+    if (c.tokens > 3) slots[2] = -1;  // a padding row: rotated in qkv, not written to the cache
+    const Shape cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
+    Twin k = twin(random_host(cache_shape)), v = twin(random_host(cache_shape)), s = twin(int_host(slots), 'i');
+    KvCacheLayer cpu_cache{k.cpu, v.cpu}, gpu_cache{k.gpu, v.gpu};
+    cpu_->rope(qkv.cpu, pos.cpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
+    cpu_->kv_write(qkv.cpu, s.cpu, c.heads, c.kv_heads, c.head_dim, cpu_cache);
+    gpu_->rope_kv_write(qkv.gpu, pos.gpu, s.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f, gpu_cache);
+    expect_close(qkv, kBf16Tol, "rope_kv_write qkv" + tag);
+    expect_close(k, kBf16Tol, "rope_kv_write K" + tag);
+    expect_close(v, kBf16Tol, "rope_kv_write V" + tag);
+  }
+}
+
 // ---- CPU-only layout checks (run everywhere) ----
 
 // out = softmax(q·K^T / sqrt(D)) V over keys 0..limit, in double.

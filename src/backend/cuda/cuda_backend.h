@@ -59,6 +59,8 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) override;
   void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                 KvCacheLayer& cache) override;
+  void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
+                     int head_dim, float theta, KvCacheLayer& cache) override;
   void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
                        int kv_heads, int head_dim, Tensor& out) override;
 
@@ -79,6 +81,7 @@ class CudaBackend final : public Backend {
   int device_index_;
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
+  bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
   float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
   size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors

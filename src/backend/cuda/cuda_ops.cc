@@ -176,6 +176,23 @@ void CudaBackend::pixel_shuffle(const Tensor& x, int batch, int grid, Tensor& y)
   launch_pixel_shuffle(cbf(x), batch, grid, int(cols), mbf(y), stream_);
 }
 
+namespace {
+
+// What kv_write and rope_kv_write check: qkv rows, slots, the cache's shape; returns the token count.
+int64_t check_kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
+                       const KvCacheLayer& cache, const char* op) {
+  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, op, ": head_dim ", head_dim, " must be even");
+  const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "kv_write qkv");
+  expect_numel(slots, DType::I32, tokens, "kv_write slots");
+  FOVEA_CHECK(cache.k.rank() == 4 && cache.k.dim(2) == kv_heads && cache.k.dim(3) == head_dim, op,
+              ": cache shape ", shape_str(cache.k.shape));
+  expect(cache.k, DType::BF16, cache.k.shape, "kv_write k cache");
+  expect(cache.v, DType::BF16, cache.k.shape, "kv_write v cache");
+  return tokens;
+}
+
+}  // namespace
+
 void CudaBackend::rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) {
   FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, "rope: head_dim ", head_dim, " must be even");
   const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "rope qkv");
@@ -186,18 +203,24 @@ void CudaBackend::rope(Tensor& qkv, const Tensor& positions, int heads, int kv_h
 
 void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                            KvCacheLayer& cache) {
-  FOVEA_CHECK(head_dim > 0 && head_dim % 2 == 0, "kv_write: head_dim ", head_dim, " must be even");
-  const int64_t tokens = rows_of(qkv, DType::BF16, int64_t(heads + 2 * kv_heads) * head_dim, "kv_write qkv");
-  expect_numel(slots, DType::I32, tokens, "kv_write slots");
-  FOVEA_CHECK(cache.k.rank() == 4 && cache.k.dim(2) == kv_heads && cache.k.dim(3) == head_dim,
-              "kv_write: cache shape ", shape_str(cache.k.shape));
-  expect(cache.k, DType::BF16, cache.k.shape, "kv_write k cache");
-  expect(cache.v, DType::BF16, cache.k.shape, "kv_write v cache");
+  const int64_t tokens = check_kv_write(qkv, slots, heads, kv_heads, head_dim, cache, "kv_write");
   if (tokens == 0) return;
   const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
   OpScope scope(profiler_.get(), OpCategory::Copy, [&] { return rows_label("kv_write", tokens); });
   launch_kv_write(cbf(qkv), ci32(slots), int(tokens), heads, kv_heads, head_dim, mbf(cache.k), mbf(cache.v),
                   num_slots, error_flag_, stream_);
+}
+
+void CudaBackend::rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
+                                int head_dim, float theta, KvCacheLayer& cache) {
+  if (!fuse_rope_kv_) return Backend::rope_kv_write(qkv, positions, slots, heads, kv_heads, head_dim, theta, cache);
+  const int64_t tokens = check_kv_write(qkv, slots, heads, kv_heads, head_dim, cache, "rope_kv_write");
+  expect_numel(positions, DType::I32, tokens, "rope_kv_write positions");
+  if (tokens == 0) return;
+  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("rope_kv_write", tokens); });
+  launch_rope_kv_write(mbf(qkv), ci32(positions), ci32(slots), int(tokens), heads, kv_heads, head_dim, theta,
+                       mbf(cache.k), mbf(cache.v), num_slots, error_flag_, stream_);
 }
 
 void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,

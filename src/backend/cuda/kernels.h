@@ -38,6 +38,10 @@ void launch_pixel_shuffle(const bf16* x, int batch, int grid, int cols, bf16* y,
 // ---- decoder and heads (kernels_decoder.cu) ----
 void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
                  cudaStream_t stream);
+// launch_rope then launch_kv_write in one kernel (same results).
+void launch_rope_kv_write(bf16* qkv, const int* positions, const int* slots, int tokens, int heads, int kv_heads,
+                          int head_dim, float theta, bf16* k_cache, bf16* v_cache, int64_t num_slots,
+                          int* error_flag, cudaStream_t stream);
 // Negative slots are skipped (padding); slots >= num_slots set *error_flag and are skipped.
 void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads, int head_dim,
                      bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag, cudaStream_t stream);

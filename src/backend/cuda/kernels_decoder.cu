@@ -17,8 +17,21 @@ constexpr int kThreads = 256;
 // computed in float32 the way the Hugging Face reference computes them. kRopeTokensPerBlock tokens share a
 // block; blockIdx.y picks the range of heads_per_chunk rotated heads (see rope_heads_per_chunk for why).
 constexpr int kRopeTokensPerBlock = 4;
+// With kWriteCache (the fused rope + kv_write of a decoder layer) the block's head range covers the v heads too:
+// rotated k heads are also stored to k_cache[slots[t]], v heads copied to v_cache[slots[t]] (negative slots are
+// padding and skipped; slots past the cache set *error_flag), exactly what launch_kv_write would write after
+// launch_rope, in one pass.
+struct RopeCacheWrite {
+  bf16* k_cache = nullptr;
+  bf16* v_cache = nullptr;
+  const int* slots = nullptr;
+  int64_t num_slots = 0;
+  int* error_flag = nullptr;
+  int heads = 0, kv_heads = 0;
+};
+template <bool kWriteCache>
 __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
-                            int heads_per_chunk, int head_dim, float theta) {
+                            int heads_per_chunk, int head_dim, float theta, RopeCacheWrite cache) {
   const int half = head_dim / 2;
   const int pair = threadIdx.x;
   const int t = blockIdx.x * kRopeTokensPerBlock + threadIdx.y;
@@ -28,12 +41,35 @@ __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rot
   float s, c;
   sincosf(angle, &s, &c);
   bf16* row = qkv + int64_t(t) * total_heads * head_dim;
-  const int first = blockIdx.y * heads_per_chunk, last = min(rotated_heads, first + heads_per_chunk);
+  int slot = -1;
+  if constexpr (kWriteCache) {
+    slot = cache.slots[t];
+    if (slot >= cache.num_slots) {
+      *cache.error_flag = 1;
+      slot = -1;
+    }
+  }
+  const int last_head = kWriteCache ? total_heads : rotated_heads;
+  const int first = blockIdx.y * heads_per_chunk, last = min(last_head, first + heads_per_chunk);
   for (int head = first; head < last; ++head) {
     bf16* x = row + head * head_dim;
-    const float a = __bfloat162float(x[pair]), b = __bfloat162float(x[pair + half]);
-    x[pair] = __float2bfloat16(a * c - b * s);
-    x[pair + half] = __float2bfloat16(b * c + a * s);
+    bf16 lo = x[pair], hi = x[pair + half];
+    if (head < rotated_heads) {
+      const float a = __bfloat162float(lo), b = __bfloat162float(hi);
+      lo = __float2bfloat16(a * c - b * s);
+      hi = __float2bfloat16(b * c + a * s);
+      x[pair] = lo;
+      x[pair + half] = hi;
+    }
+    if constexpr (kWriteCache) {
+      if (slot >= 0 && head >= cache.heads) {
+        const bool is_v = head >= cache.heads + cache.kv_heads;
+        const int kv_head = head - cache.heads - (is_v ? cache.kv_heads : 0);
+        bf16* dst = (is_v ? cache.v_cache : cache.k_cache) + (int64_t(slot) * cache.kv_heads + kv_head) * head_dim;
+        dst[pair] = lo;
+        dst[pair + half] = hi;
+      }
+    }
   }
 }
 
@@ -160,17 +196,35 @@ __global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int*
 
 }  // namespace
 
-void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
-                 cudaStream_t stream) {
-  const int rotated_heads = heads + kv_heads;
-  if (tokens == 0 || head_dim < 2 || rotated_heads == 0) return;
+namespace {
+
+template <bool kWriteCache>
+void launch_rope_heads(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim,
+                       float theta, const RopeCacheWrite& cache, cudaStream_t stream) {
+  const int rotated_heads = heads + kv_heads, total_heads = heads + 2 * kv_heads;
+  const int covered_heads = kWriteCache ? total_heads : rotated_heads;
+  if (tokens == 0 || head_dim < 2 || covered_heads == 0) return;
   const dim3 block(head_dim / 2, kRopeTokensPerBlock);
   const int token_blocks = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
-  const int heads_per_chunk = rope_heads_per_chunk(token_blocks, rotated_heads);
-  const dim3 grid(token_blocks, (rotated_heads + heads_per_chunk - 1) / heads_per_chunk);
-  rope_kernel<<<grid, block, 0, stream>>>(qkv, positions, tokens, rotated_heads, heads + 2 * kv_heads,
-                                          heads_per_chunk, head_dim, theta);
+  const int heads_per_chunk = rope_heads_per_chunk(token_blocks, covered_heads);
+  const dim3 grid(token_blocks, (covered_heads + heads_per_chunk - 1) / heads_per_chunk);
+  rope_kernel<kWriteCache><<<grid, block, 0, stream>>>(qkv, positions, tokens, rotated_heads, total_heads,
+                                                       heads_per_chunk, head_dim, theta, cache);
   FOVEA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_rope(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim, float theta,
+                 cudaStream_t stream) {
+  launch_rope_heads<false>(qkv, positions, tokens, heads, kv_heads, head_dim, theta, RopeCacheWrite{}, stream);
+}
+
+void launch_rope_kv_write(bf16* qkv, const int* positions, const int* slots, int tokens, int heads, int kv_heads,
+                          int head_dim, float theta, bf16* k_cache, bf16* v_cache, int64_t num_slots,
+                          int* error_flag, cudaStream_t stream) {
+  const RopeCacheWrite cache{k_cache, v_cache, slots, num_slots, error_flag, heads, kv_heads};
+  launch_rope_heads<true>(qkv, positions, tokens, heads, kv_heads, head_dim, theta, cache, stream);
 }
 
 void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads, int head_dim,
