@@ -45,22 +45,26 @@ void log_device_memory(const ModelRunner& runner, const RunnerOptions& opts) {
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   impl.config = config;
+  // Benchmark A/B switches for the step shape (token budget, ViT tiles per step); the config's values otherwise.
+  if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   LoadedModel model = load_model(config.model_dir);
   std::unique_ptr<Backend> backend = make_backend(config.backend);
   const bool gpu = backend->device() == Device::CUDA;
 
   RunnerOptions opts;
   opts.block_size = config.block_size;
-  opts.max_step_tokens = config.max_step_tokens;
+  opts.max_step_tokens = impl.config.max_step_tokens;
   opts.max_step_seqs = config.max_batch_seqs;
   // One step's ViT batch: a few official 13-tile images on a GPU; the CPU reference keeps its workspace small.
   opts.max_step_tiles = std::max(model.desc.max_dynamic_tiles + 1, gpu ? 48 : 16);
+  if (const char* v = std::getenv("FOVEA_MAX_STEP_TILES"))
+    opts.max_step_tiles = std::max(model.desc.max_dynamic_tiles + 1, std::atoi(v));
   const int cache_tiles = config.vision_cache_tiles > 0 ? config.vision_cache_tiles : (gpu ? 256 : 32);
   // Room for the cache plus the images being fed (pinned) and those encoded in the next step.
   opts.vision_pool_tiles = cache_tiles + 2 * opts.max_step_tiles;
   opts.kv_blocks = config.kv_blocks > 0
                        ? config.kv_blocks
-                       : default_kv_blocks(model.desc, *backend, config.block_size, config.max_step_tokens);
+                       : default_kv_blocks(model.desc, *backend, config.block_size, impl.config.max_step_tokens);
   opts.max_answer_ids = kMaxAnswers;
   // Rows per MLP slice (bounds the [rows, 2 * ffn] workspace: 0.7 GB at 8192 rows for InternVL2-8B). On the
   // H200 8192-row slices ran the two biggest GEMMs at a larger M for 1.1-1.4% more QPM than 2048 (session 3,
