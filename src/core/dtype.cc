@@ -43,6 +43,33 @@ bool dtype_from_name(const std::string& name, DType* out) {
   return false;
 }
 
+uint8_t f32_to_e4m3(float f) {
+  const uint8_t sign = std::signbit(f) ? 0x80 : 0x00;
+  if (std::isnan(f)) return uint8_t(sign | 0x7f);
+  const float a = std::fabs(f);
+  if (a >= kE4M3Max) return uint8_t(sign | 0x7e);
+  // Below 2^-6 the codes are subnormal, multiples of 2^-9; 8 * 2^-9 is the first normal code, so rounding up
+  // into it lands on the right encoding by itself.
+  if (a < 0x1p-6f) return uint8_t(sign | uint8_t(std::nearbyint(a * 512.0f)));
+  int exponent = 0;
+  const float fraction = std::frexp(a, &exponent);  // a = fraction * 2^exponent, fraction in [0.5, 1)
+  int biased = exponent - 1 + 7;
+  int mantissa = int(std::nearbyint((fraction * 2.0f - 1.0f) * 8.0f));  // round half to even (default mode)
+  if (mantissa == 8) {
+    mantissa = 0;
+    ++biased;
+  }
+  if (biased > 15 || (biased == 15 && mantissa == 7)) return uint8_t(sign | 0x7e);
+  return uint8_t(sign | (biased << 3) | mantissa);
+}
+
+float e4m3_to_f32(uint8_t code) {
+  const int exponent = (code >> 3) & 0xf, mantissa = code & 0x7;
+  if (exponent == 15 && mantissa == 7) return NAN;
+  const float value = exponent == 0 ? std::ldexp(float(mantissa), -9) : std::ldexp(float(8 + mantissa), exponent - 10);
+  return (code & 0x80) ? -value : value;
+}
+
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   float value;

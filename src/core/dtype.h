@@ -32,4 +32,11 @@ inline float round_to_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+// FP8 E4M3 (the "fn" variant of FP8 quantization: bias 7, no infinities, S.1111.111 is NaN, largest finite 448).
+// f32_to_e4m3 rounds to nearest even and saturates finite values beyond +-448 to +-448 (what FP8 quantization
+// does after scaling); NaN gives the NaN code. Checked against torch's float8_e4m3fn (tests/data/fp8).
+inline constexpr float kE4M3Max = 448.0f;
+uint8_t f32_to_e4m3(float f);
+float e4m3_to_f32(uint8_t code);
+
 }  // namespace fovea

@@ -63,7 +63,8 @@ class OpsTest : public ::testing::Test {
     return v;
   }
 
-  // kind: 'a' activation (compute dtype), 'w' weight (weight dtype), 'i' I32, 'f' F32 on both.
+  // kind: 'a' activation (compute dtype), 'w' weight (weight dtype), 'i' I32, 'f' F32 on both, '8' FP8 E4M3 codes
+  // on both (the host tensor holds the codes).
   Twin twin(const Tensor& host, char kind = 'a') {
     Twin t{host, {}, {}};
     t.cpu = put(*cpu_, host, kind);
@@ -117,6 +118,7 @@ class OpsTest : public ::testing::Test {
   static Tensor put(Backend& backend, const Tensor& host, char kind) {
     const DType dtype = kind == 'i'   ? DType::I32
                         : kind == 'f' ? DType::F32
+                        : kind == '8' ? DType::F8E4M3
                         : kind == 'w' ? backend.weight_dtype()
                                       : backend.compute_dtype();
     Tensor t = backend.alloc(dtype, host.shape);

@@ -26,6 +26,20 @@ class Perf {
 
   // Random bf16-exact data everywhere: a 1M-element random chunk uploaded once per tensor, then replicated with
   // device copies (never zeros: zeros run faster than real data).
+  // FP8 E4M3 weight codes of N(0, 1)-ish values (never NaN codes), replicated like random().
+  Tensor fp8_codes(const Shape& shape) {
+    Tensor t = backend_->alloc(DType::F8E4M3, shape);
+    const int64_t n = t.numel(), chunk = std::min<int64_t>(n, 1 << 20);
+    Tensor host = Tensor::host(DType::F8E4M3, {chunk});
+    std::normal_distribution<float> dist(0.f, 64.f);
+    for (int64_t i = 0; i < chunk; ++i) host.ptr<uint8_t>()[i] = f32_to_e4m3(dist(rng_));
+    Tensor flat = t.view({n});
+    for (int64_t done = 0; done < n; done += chunk) {
+      Tensor part = flat.rows(done, std::min(n, done + chunk));
+      backend_->upload(part, host.view({chunk}).rows(0, part.numel()));
+    }
+    return t;
+  }
   Tensor random(DType dtype, const Shape& shape, float scale = 1.f) {
     Tensor t = backend_->alloc(dtype, shape);
     const int64_t n = t.numel(), chunk = std::min<int64_t>(n, 1 << 20);
@@ -146,6 +160,17 @@ void llm_prefill(Perf& p) {
     Tensor x = p.random(DType::BF16, {m, g.k}), w = p.random(DType::BF16, {g.n, g.k}, 0.02f);
     Tensor y = p.b().alloc(DType::BF16, {m, g.n});
     p.report_flops(g.what, p.time_ms([&] { p.b().linear(x, w, Tensor{}, y); }), 2.0 * m * g.k * g.n);
+  }
+  // FP8 W8A8 at the same shapes, the activation's quantization included (not tuned yet).
+  Tensor w_scale = p.b().alloc(DType::F32, {1});
+  Tensor one = Tensor::host(DType::F32, {1});
+  one.ptr<float>()[0] = 1e-3f;
+  p.b().upload(w_scale, one);
+  for (Gemm g : {Gemm{"llm fp8 wqkv 4096->6144 M=8192", 4096, 6144}, Gemm{"llm fp8 w13 4096->28672 M=8192", 4096, 28672},
+                 Gemm{"llm fp8 w2 14336->4096 M=8192", 14336, 4096}}) {
+    Tensor x = p.random(DType::BF16, {m, g.k}), w8 = p.fp8_codes({g.n, g.k});
+    Tensor y = p.b().alloc(DType::BF16, {m, g.n});
+    p.report_flops(g.what, p.time_ms([&] { p.b().linear_fp8(x, w8, w_scale, Tensor{}, y); }), 2.0 * m * g.k * g.n);
   }
   Tensor x = p.random(DType::BF16, {m, 4096}), gamma = p.random(DType::BF16, {4096}), y = p.random(DType::BF16, {m, 4096});
   p.report_bytes("llm rms_norm [8192,4096]", p.time_ms([&] { p.b().rms_norm(x, gamma, 1e-5f, y); }),

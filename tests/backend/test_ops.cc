@@ -1,6 +1,7 @@
 // Op consistency, CPU reference vs CUDA: dense, norm, element-wise, row and vision ops. Attention and the
 // decoder ops are in test_ops_decoder.cc; the perf mode in ops_perf.cc.
 #include <cstring>
+#include <random>
 
 #include "ops_harness.h"
 
@@ -27,6 +28,37 @@ TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
                      "linear M=" + std::to_string(m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
                          " variant " + std::to_string(variant));
       }
+    }
+  }
+}
+
+// FP8 W8A8: both backends quantize x to E4M3 with one dynamic scale and multiply E4M3 codes in float32, so the
+// CUDA result (cuBLASLt FP8, bf16 out) must match the CPU reference to bf16 precision. Weights quantized here the
+// way the loader does (per-tensor scale max|w| / 448); M from a decode row to a prefill chunk, with and without
+// bias, activations with an outlier (the per-tensor scale follows it).
+TEST_F(OpsTest, LinearFp8) {
+  struct Case {
+    int m, k, n;
+  };
+  for (Case c : {Case{1, 64, 96}, Case{7, 128, 200}, Case{64, 1024, 256}, Case{300, 256, 1024}, Case{33, 4096, 64}}) {
+    Tensor w_host = random_host({c.n, c.k}, -0.1f, 0.1f);
+    float w_absmax = 0.f;
+    for (int64_t i = 0; i < w_host.numel(); ++i) w_absmax = std::max(w_absmax, std::fabs(w_host.ptr<float>()[i]));
+    const float w_scale = w_absmax / kE4M3Max;
+    Tensor codes = Tensor::host(DType::F8E4M3, {c.n, c.k}), scale = Tensor::host(DType::F32, {1});
+    for (int64_t i = 0; i < codes.numel(); ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(w_host.ptr<float>()[i] / w_scale);
+    scale.ptr<float>()[0] = w_scale;
+    Twin w8 = twin(codes, '8'), ws = twin(scale, 'f'), bias = twin(random_host({c.n}), 'w');
+    Tensor x_host = random_host({c.m, c.k}, -2.f, 2.f);
+    x_host.ptr<float>()[c.k / 2] = 24.f;  // an outlier sets the activation scale
+    Twin x = twin(x_host);
+    for (bool with_bias : {false, true}) {
+      Twin y = output({c.m, c.n});
+      cpu_->linear_fp8(x.cpu, w8.cpu, ws.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu);
+      gpu_->linear_fp8(x.gpu, w8.gpu, ws.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu);
+      expect_close(y, kBf16Tol,
+                   "linear_fp8 M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
+                       (with_bias ? " bias" : ""));
     }
   }
 }
@@ -289,6 +321,43 @@ TEST_F(OpsTest, MemoryRoundTripAndShapeErrors) {
     EXPECT_THROW(gpu_->rms_norm(bf, wrong, 1e-5f, bf), Error);
   }
   EXPECT_EQ(gpu_->memory_in_use(), before);
+}
+
+// ---- CPU-only (runs everywhere) ----
+
+// The CPU reference of linear_fp8 against the definition computed here in double: activations scaled by
+// max|x| / 448 and rounded to E4M3, weights already E4M3 codes, products summed, both scales and the bias applied.
+TEST(CpuFp8, LinearFp8MatchesItsDefinition) {
+  auto cpu = make_cpu_backend();
+  const int m = 5, k = 48, n = 24;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-3.f, 3.f);
+  Tensor x = Tensor::host(DType::F32, {m, k}), codes = Tensor::host(DType::F8E4M3, {n, k});
+  Tensor scale = Tensor::host(DType::F32, {1}), bias = Tensor::host(DType::F32, {n}), y = Tensor::host(DType::F32, {m, n});
+  float absmax = 0.f;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x.ptr<float>()[i] = dist(rng);
+    absmax = std::max(absmax, std::fabs(x.ptr<float>()[i]));
+  }
+  for (int64_t i = 0; i < codes.numel(); ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(dist(rng) * 100.f);
+  for (int64_t i = 0; i < n; ++i) bias.ptr<float>()[i] = dist(rng);
+  scale.ptr<float>()[0] = 0.003f;
+  cpu->linear_fp8(x, codes, scale, bias, y);
+  const float sx = absmax / 448.f;
+  double worst = 0;
+  for (int r = 0; r < m; ++r)
+    for (int c = 0; c < n; ++c) {
+      double acc = 0;
+      for (int i = 0; i < k; ++i)
+        acc += double(e4m3_to_f32(f32_to_e4m3(x.ptr<float>()[r * k + i] / sx))) *
+               double(e4m3_to_f32(codes.ptr<uint8_t>()[c * k + i]));
+      const double expected = acc * double(sx) * 0.003 + double(bias.ptr<float>()[c]);
+      worst = std::max(worst, std::fabs(expected - double(y.ptr<float>()[r * n + c])) / (std::fabs(expected) + 1e-3));
+    }
+  EXPECT_LT(worst, 1e-5);
+  // Shapes cuBLASLt's FP8 kernels cannot take are refused on every backend.
+  Tensor odd = Tensor::host(DType::F8E4M3, {n, 40}), x40 = Tensor::host(DType::F32, {m, 40});
+  EXPECT_THROW(cpu->linear_fp8(x40, odd, scale, Tensor{}, y), Error);
 }
 
 }  // namespace

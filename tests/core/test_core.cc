@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 
 #include "core/dtype.h"
 #include "core/tensor.h"
@@ -14,6 +16,39 @@ TEST(DType, Bf16RoundsToNearestEven) {
   // 1 + 2^-8 is halfway between bf16 1.0 and 1.0078125: ties go to even (1.0).
   EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.00390625f)), 1.0f);
   EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
+}
+
+// The encoder against torch's float8_e4m3fn on 2,122 values (ties of every binade, their neighbours, random
+// values over eight scales, saturation, subnormals): tests/data/fp8/make_e4m3_golden.py.
+TEST(DType, E4M3MatchesTorch) {
+  std::ifstream in(std::string(FOVEA_SOURCE_DIR) + "/tests/data/fp8/e4m3_golden.txt");
+  ASSERT_TRUE(in) << "tests/data/fp8/e4m3_golden.txt is missing";
+  uint32_t bits = 0;
+  unsigned code = 0;
+  int lines = 0, wrong = 0;
+  while (in >> std::hex >> bits >> code) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    ++lines;
+    if (f32_to_e4m3(f) != code && ++wrong <= 5)
+      ADD_FAILURE() << "e4m3(" << f << ") = " << int(f32_to_e4m3(f)) << ", torch " << code;
+  }
+  EXPECT_EQ(lines, 2122);
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(DType, E4M3DecodesEveryCode) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = uint8_t(c);
+    const float v = e4m3_to_f32(code);
+    if ((c & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(v)) << c;
+      continue;
+    }
+    EXPECT_EQ(f32_to_e4m3(v), code) << "code " << c << " decodes to " << v;  // every finite code round-trips
+  }
+  EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
+  EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);
 }
 
 TEST(DType, F16RoundTrip) {

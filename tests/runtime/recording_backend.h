@@ -38,6 +38,9 @@ class RecordingBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation a) override {
     op([=, this]() mutable { in_->linear(x, w, b, y, a); });
   }
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y) override {
+    op([=, this]() mutable { in_->linear_fp8(x, w8, ws, b, y); });
+  }
   void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y) override {
     op([=, this]() mutable { in_->layer_norm(x, g, b, eps, y); });
   }
@@ -79,6 +82,10 @@ class RecordingBackend final : public Backend {
   }
   void rope(Tensor& qkv, const Tensor& pos, int h, int kv, int d, float theta) override {
     op([=, this]() mutable { in_->rope(qkv, pos, h, kv, d, theta); });
+  }
+  void rope_kv_write(Tensor& qkv, const Tensor& pos, const Tensor& slots, int h, int kv, int d, float theta,
+                     KvCacheLayer& cache) override {
+    op([=, this]() mutable { in_->rope_kv_write(qkv, pos, slots, h, kv, d, theta, cache); });
   }
   void kv_write(const Tensor& qkv, const Tensor& slots, int h, int kv, int d, KvCacheLayer& cache) override {
     op([=, this]() mutable { in_->kv_write(qkv, slots, h, kv, d, cache); });

@@ -71,8 +71,12 @@ CudaBackend::~CudaBackend() {
   }
   for (cudaGraphExec_t graph : graphs_)
     if (graph) cudaGraphExecDestroy(graph);
+  fp8_gemm_.reset();  // before gemm_: it borrows gemm_'s cuBLASLt handle
   gemm_.reset();
   if (stream_) cudaStreamSynchronize(stream_);
+  if (fp8_activation_) cudaFree(fp8_activation_);
+  for (void* old : fp8_retired_) cudaFree(old);
+  if (fp8_stats_) cudaFree(fp8_stats_);
   stager_.reset();  // after the sync: queued copies may still read its pinned memory
   if (error_flag_) cudaFree(error_flag_);
   if (attention_workspace_) cudaFree(attention_workspace_);
@@ -187,6 +191,21 @@ void CudaBackend::graph_launch(int handle) {
   // One row per recording: a replayed decode step is timed whole (its ops are not bracketed inside the graph).
   OpScope scope(profiler_.get(), OpCategory::Other, [&] { return str("graph_launch #", handle); });
   FOVEA_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(handle)], stream_));
+}
+
+uint8_t* CudaBackend::fp8_activation_buffer(size_t bytes) {
+  if (!fp8_stats_) FOVEA_CUDA_CHECK(cudaMalloc(&fp8_stats_, 2 * sizeof(float)));
+  if (bytes <= fp8_activation_bytes_) return fp8_activation_;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  FOVEA_CHECK(capture == cudaStreamCaptureStatusNone, "linear_fp8: ", bytes,
+              " activation bytes exceed the quantization buffer while a graph is recorded (run the shape once "
+              "before recording it)");
+  if (fp8_activation_) fp8_retired_.push_back(fp8_activation_);  // a recorded graph may still read it
+  fp8_activation_ = nullptr;
+  FOVEA_CUDA_CHECK(cudaMalloc(&fp8_activation_, bytes));
+  fp8_activation_bytes_ = bytes;
+  return fp8_activation_;
 }
 
 std::string CudaBackend::profile_report() { return profiler_ ? profiler_->report() : std::string(); }

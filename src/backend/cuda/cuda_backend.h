@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/op_profiler.h"
 
@@ -59,6 +60,7 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) override;
   void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                 KvCacheLayer& cache) override;
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;
   void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
@@ -78,6 +80,10 @@ class CudaBackend final : public Backend {
   std::string profile_report();
 
  private:
+  // linear_fp8's buffer for the quantized activation, at least `bytes` (and its stats floats); grows only
+  // outside graph captures.
+  uint8_t* fp8_activation_buffer(size_t bytes);
+
   int device_index_;
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
@@ -86,6 +92,13 @@ class CudaBackend final : public Backend {
   size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
   std::unique_ptr<LtGemm> gemm_;
+  std::unique_ptr<LtFp8Gemm> fp8_gemm_;  // made on the first linear_fp8
+  // linear_fp8's quantized activation (grown outside graph captures; outgrown buffers are kept for the graphs
+  // that recorded them) and its two floats: max|x| and the scale.
+  uint8_t* fp8_activation_ = nullptr;
+  size_t fp8_activation_bytes_ = 0;
+  std::vector<void*> fp8_retired_;
+  float* fp8_stats_ = nullptr;
   std::unique_ptr<HostStager> stager_;  // pinned staging of upload(), allocated once
   std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released
   std::unique_ptr<OpProfiler> profiler_;  // null unless FOVEA_PROFILE_OPS=1: ops then pay one branch

@@ -53,6 +53,26 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
 }
 
+void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
+                             Tensor& y) {
+  FOVEA_CHECK(w8.rank() == 2, "linear_fp8: weight shape ", shape_str(w8.shape));
+  const int64_t n = w8.dim(0), k = w8.dim(1);
+  expect(w8, DType::F8E4M3, {n, k}, "linear_fp8 weight");
+  FOVEA_CHECK(k % 16 == 0 && n % 8 == 0, "linear_fp8: K = ", k, " must be a multiple of 16 and N = ", n, " of 8");
+  expect_numel(w_scale, DType::F32, 1, "linear_fp8 weight scale");
+  const int64_t m = rows_of(x, DType::BF16, k, "linear_fp8 input");
+  FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_fp8 output") == m, "linear_fp8: output ", shape_str(y.shape),
+              " for input ", shape_str(x.shape));
+  if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
+  uint8_t* activation = fp8_activation_buffer(size_t(m) * size_t(k));
+  if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
+  OpScope scope(profiler_.get(), OpCategory::Gemm, [&] { return str("linear_fp8 M=", m, " N=", n, " K=", k); });
+  launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
+  fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), fp8_stats_ + 1,
+                 static_cast<const float*>(w_scale.data), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n),
+                 int(k));
+}
+
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
   const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "layer_norm input");
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "layer_norm output") == rows, "layer_norm: output shape");

@@ -74,19 +74,19 @@ LtGemm::LtGemm(cudaStream_t stream, GemmTuning tuning) : stream_(stream), tuning
 
 LtGemm::~LtGemm() {
   // Destructors must not throw: failures while tearing down are ignored.
-  for (auto& [key, plan] : plans_) destroy(plan);
+  for (auto& [key, plan] : plans_) destroy_plan(plan);
   if (workspace_) cudaFree(workspace_);
   if (scratch_) cudaFree(scratch_);
   for (void* old : retired_scratch_) cudaFree(old);
   if (handle_) cublasLtDestroy(handle_);
 }
 
-void LtGemm::destroy(Plan& plan) {
+void destroy_plan(LtPlan& plan) {
   if (plan.a) cublasLtMatrixLayoutDestroy(plan.a);
   if (plan.b) cublasLtMatrixLayoutDestroy(plan.b);
   if (plan.c) cublasLtMatrixLayoutDestroy(plan.c);
   if (plan.op) cublasLtMatmulDescDestroy(plan.op);
-  plan = Plan{};
+  plan = LtPlan{};
 }
 
 std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan, const Operands& o,
@@ -201,7 +201,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
       std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,
                    o.n, o.k, gemm_epilogue_name(o.epilogue));
   } catch (...) {
-    destroy(plan);
+    destroy_plan(plan);
     throw;
   }
   return plans_.emplace(key, plan).first->second;

@@ -38,6 +38,14 @@ struct GemmTuning {
   static constexpr int kWarmups = 2, kTimedCalls = 5;
 };
 
+// The descriptors and algorithm of one cached GEMM shape (LtGemm and LtFp8Gemm); destroy_plan frees them.
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+void destroy_plan(LtPlan& plan);
+
 class LtGemm {
  public:
   explicit LtGemm(cudaStream_t stream, GemmTuning tuning = {});
@@ -52,6 +60,9 @@ class LtGemm {
   void prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
                int n, int k, GemmEpilogue epilogue);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // Shared with LtFp8Gemm, which runs on the same stream.
+  cublasLtHandle_t handle() const { return handle_; }
+  void* workspace() const { return workspace_; }
 
  private:
   struct Operands {
@@ -61,11 +72,7 @@ class LtGemm {
     GemmEpilogue epilogue;
     int ldy;  // elements between output rows (n, or n padded for the aligned scratch)
   };
-  struct Plan {
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-  };
+  using Plan = LtPlan;
   using Key = std::tuple<int, int, int, int, unsigned, int>;
   Plan& plan_for(const Operands& o);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Plan& plan, const Operands& o, unsigned alignment,
@@ -73,7 +80,6 @@ class LtGemm {
   // Index of the fastest candidate on the real operands (0 when none could be timed).
   size_t fastest(const Plan& plan, const Operands& o, const std::vector<cublasLtMatmulHeuristicResult_t>& found);
   cublasStatus_t launch(const Plan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
-  static void destroy(Plan& plan);
   // The operands as launched: unaligned output rows redirected to the scratch (grown here, outside captures).
   Operands redirect(const Operands& o);
   std::vector<Operands> pieces(const Operands& o) const;

@@ -49,6 +49,10 @@ void launch_argmax(const void* logits, bool logits_f32, int rows, int vocab, int
 void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, int vocab, const int* ids, int k,
                                float* out, int* error_flag, cudaStream_t stream);
 
+// ---- FP8 (kernels_fp8.cu) ----
+// stats[0] = max|x|, stats[1] = scale (max|x| / 448, or 1), xq[i] = e4m3(x[i] / scale), saturating.
+void launch_quantize_fp8(const bf16* x, int64_t n, uint8_t* xq, float* stats, cudaStream_t stream);
+
 // ---- attention (attention.cu) ----
 struct DenseAttentionArgs {
   const bf16* qkv;  // [batch * tokens, 3 * heads * head_dim]
