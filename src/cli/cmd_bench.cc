@@ -34,6 +34,7 @@ const char* kUsage =
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
+    "  --quantization none|fp8 (fp8: W8A8 E4M3 for the LLM's projections, dynamic per-tensor scales)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -57,7 +58,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--decode-reps", "--help"});
+                     "--cpu-normalize", "--quantization", "--decode-reps", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -76,6 +77,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
+  c.engine.quantization = args.get("--quantization", "none");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");

@@ -23,6 +23,7 @@ const char* kUsage =
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
     "  --vit-graphs (replay ViT batches as recordings per tile-count bucket too; CUDA only)\n"
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
+    "  --quantization none|fp8 (fp8: W8A8 E4M3 for the LLM's projections, dynamic per-tensor scales)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
@@ -44,8 +45,8 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--dump-logits",
-                     "--help"});
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization",
+                     "--dump-logits", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -57,6 +58,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
+  c.engine.quantization = args.get("--quantization", "none");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

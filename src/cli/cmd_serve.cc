@@ -26,6 +26,7 @@ const char* kUsage =
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
+    "         --quantization none|fp8 (fp8: W8A8 E4M3 for the LLM's projections, dynamic per-tensor scales)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {
@@ -45,7 +46,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -56,6 +57,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
+  c.engine.quantization = args.get("--quantization", "none");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");

@@ -30,6 +30,9 @@ struct RunnerOptions {
   // Replay the ViT + projector of a tile batch as a recording per tile-count bucket (VisionEncoder pads the
   // batch to the bucket). Off by default: not yet measured on a GPU.
   bool vit_graphs = false;
+  // FP8 W8A8 for the LLM's projections (qkv, o, gate_up, down): E4M3 weights with one scale per tensor,
+  // activations quantized per step with a dynamic per-tensor scale (Backend::linear_fp8).
+  bool fp8_llm = false;
 };
 
 struct RunnerMemory {

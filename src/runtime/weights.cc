@@ -1,7 +1,11 @@
 #include "runtime/weights.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
+
+#include "core/thread_pool.h"
 
 namespace fovea {
 namespace {
@@ -25,6 +29,31 @@ class WeightUploader {
     bytes_ += device.nbytes();
     uploaded_[host.data] = device;
     return device;
+  }
+
+  // The weight quantized to E4M3 with one scale, max|w| / 448 (1 for an all-zero tensor), on the host.
+  Fp8Linear get_fp8(const std::string& name, const Shape& shape) {
+    FOVEA_CHECK(shape.size() == 2 && shape[1] % 16 == 0 && shape[0] % 8 == 0, "fp8 quantization of ", name, " ",
+                shape_str(shape), ": needs K (input width) a multiple of 16 and N a multiple of 8");
+    const Tensor host = weights_.get(name).to_f32();
+    FOVEA_CHECK(host.numel() == shape[0] * shape[1], "weight ", name, " has shape ", shape_str(host.shape),
+                ", expected ", shape_str(shape));
+    const float* v = host.ptr<float>();
+    const int64_t n = host.numel();
+    float absmax = 0.f;
+    for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(v[i]));
+    const float scale = absmax > 0.f ? absmax / kE4M3Max : 1.f;
+    Tensor codes = Tensor::host(DType::F8E4M3, shape), scale_host = Tensor::host(DType::F32, {1});
+    uint8_t* out = codes.ptr<uint8_t>();
+    ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) out[i] = f32_to_e4m3(v[i] / scale);
+    }, int64_t(1) << 20);
+    scale_host.ptr<float>()[0] = scale;
+    Fp8Linear q{backend_.alloc(DType::F8E4M3, shape), backend_.alloc(DType::F32, {1})};
+    backend_.upload(q.codes, codes);
+    backend_.upload(q.scale, scale_host);
+    bytes_ += q.codes.nbytes() + q.scale.nbytes();
+    return q;
   }
 
   Tensor get_optional(const std::string& name, const Shape& shape) {
@@ -77,7 +106,7 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up) {
   return w;
 }
 
-LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up) {
+LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
   const LlmConfig& c = desc.llm;
   const int64_t H = c.hidden, V = c.vocab, D = c.head_dim, F = c.ffn;
   const int64_t qkv_rows = int64_t(c.heads + 2 * c.kv_heads) * D;
@@ -87,12 +116,20 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up) {
     const std::string p = "llm." + std::to_string(l) + ".";
     LlmLayerWeights L;
     L.attn_norm = up.get(p + "attn_norm", {H});
-    L.qkv_w = up.get(p + "qkv.weight", {qkv_rows, H});
+    const Shape qkv{qkv_rows, H}, o{H, int64_t(c.heads) * D}, gate_up{2 * F, H}, down{H, F};
+    if (fp8) {
+      L.qkv8 = up.get_fp8(p + "qkv.weight", qkv);
+      L.o8 = up.get_fp8(p + "o.weight", o);
+      L.gate_up8 = up.get_fp8(p + "gate_up.weight", gate_up);
+      L.down8 = up.get_fp8(p + "down.weight", down);
+    } else {
+      L.qkv_w = up.get(p + "qkv.weight", qkv);
+      L.o_w = up.get(p + "o.weight", o);
+      L.gate_up_w = up.get(p + "gate_up.weight", gate_up);
+      L.down_w = up.get(p + "down.weight", down);
+    }
     L.qkv_b = c.qkv_bias ? up.get(p + "qkv.bias", {qkv_rows}) : up.get_optional(p + "qkv.bias", {qkv_rows});
-    L.o_w = up.get(p + "o.weight", {H, int64_t(c.heads) * D});
     L.ffn_norm = up.get(p + "ffn_norm", {H});
-    L.gate_up_w = up.get(p + "gate_up.weight", {2 * F, H});
-    L.down_w = up.get(p + "down.weight", {H, F});
     w.layers.push_back(std::move(L));
   }
   w.norm = up.get("llm.norm", {H});
@@ -102,11 +139,11 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up) {
 
 }  // namespace
 
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend) {
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm) {
   WeightUploader up(model.weights, backend);
   DeviceWeights w;
   w.vision = upload_vision(model.desc, up);
-  w.llm = upload_llm(model.desc, up);
+  w.llm = upload_llm(model.desc, up, fp8_llm);
   backend.synchronize();
   w.bytes = up.bytes();
   return w;

@@ -23,8 +23,16 @@ struct VisionWeights {
   Tensor proj_norm_w, proj_norm_b, proj_fc1_w, proj_fc1_b, proj_fc2_w, proj_fc2_b;
 };
 
+// An FP8 (E4M3) copy of a linear weight: the codes [N, K] and their one dequantisation scale (max|w| / 448).
+struct Fp8Linear {
+  Tensor codes, scale;
+  bool empty() const { return codes.empty(); }
+};
+
+// With FP8 weights the four projections' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
 struct LlmLayerWeights {
   Tensor attn_norm, qkv_w, qkv_b /* empty unless Qwen2 */, o_w, ffn_norm, gate_up_w, down_w;
+  Fp8Linear qkv8, o8, gate_up8, down8;
 };
 
 struct LlmWeights {
@@ -41,7 +49,9 @@ struct DeviceWeights {
 };
 
 // Uploads every weight the forward needs, checking each canonical tensor's shape against `model.desc`.
-// Throws fovea::Error naming the tensor on a missing tensor or a wrong shape.
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend);
+// Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm: the LLM's four
+// projections per layer are quantized to E4M3 on the host (one scale per tensor, max|w| / 448) and only the
+// codes are uploaded; the ViT, embeddings, norms, biases and the LM head stay in the weight dtype.
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false);
 
 }  // namespace fovea

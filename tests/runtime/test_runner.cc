@@ -138,8 +138,9 @@ class DemoRunner : public ::testing::Test {
   }
 
   // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
-  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false) {
+  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false) {
     RunnerOptions opts;
+    opts.fp8_llm = fp8;
     opts.kv_blocks = 256;
     opts.max_step_tokens = 3600;
     opts.max_step_tiles = 5;
@@ -226,6 +227,39 @@ TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
   const auto b = simple_generate(*runner, prompt, {random_pixels(13, desc.vision.image_size, 2)}, opts);
   EXPECT_NE(a.logits[0], b.logits[0]);
   EXPECT_EQ(runner->backend().memory_in_use(), mem.total());  // nothing allocated by encode/step
+}
+
+// FP8 W8A8 LLM projections (the CPU reference of linear_fp8 on the demo model): the projections' weights take
+// a quarter of their float32 bytes, and the prompt's logits stay close to the unquantized run's (E4M3 keeps 3
+// mantissa bits: a few percent of relative error, not more).
+TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
+  auto plain = make_runner(), fp8 = make_runner(false, true);
+  const ModelDesc& desc = plain->desc();
+  const LlmConfig& c = desc.llm;
+  const size_t projections = size_t(c.layers) * size_t(c.hidden) *
+                             size_t(int64_t(c.heads + 2 * c.kv_heads) * c.head_dim + int64_t(c.heads) * c.head_dim +
+                                    3 * int64_t(c.ffn));
+  // float32 (the CPU's weight dtype) against one byte per element plus one float scale per projection.
+  EXPECT_EQ(plain->memory().weights - fp8->memory().weights,
+            projections * 3 - size_t(c.layers) * 4 * sizeof(float));
+  const std::vector<int32_t> prompt = prompt_for(desc, 2);
+  const std::vector<Tensor> images{random_pixels(2, desc.vision.image_size, 3)};
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 1;
+  opts.stop_ids = {-1};
+  opts.want_logits = true;
+  const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
+  ASSERT_EQ(a.logits.size(), 1u);
+  ASSERT_EQ(b.logits.size(), 1u);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.logits[0].size(); ++i) {
+    ASSERT_TRUE(std::isfinite(b.logits[0][i]));
+    diff += (a.logits[0][i] - b.logits[0][i]) * (a.logits[0][i] - b.logits[0][i]);
+    norm += a.logits[0][i] * a.logits[0][i];
+  }
+  const double rel = std::sqrt(diff / norm);
+  EXPECT_GT(rel, 0.0);   // the quantization is really on
+  EXPECT_LT(rel, 0.08);  // and only perturbs the logits
 }
 
 TEST_F(DemoRunner, ErrorsLeaveTheRunnerUsable) {

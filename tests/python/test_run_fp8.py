@@ -1,0 +1,49 @@
+"""fovea run --quantization fp8 (W8A8 E4M3 LLM projections) on the CPU reference backend: the job completes, its
+first-token logits stay close to the unquantized run's (E4M3 keeps 3 mantissa bits), and an unknown
+quantization is refused before any work with a message naming the choices."""
+import json
+import os
+import subprocess
+
+import pytest
+
+np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
+FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
+pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary")
+
+
+def run(model, tmp_path, name, quantization):
+    (tmp_path / "img").mkdir(exist_ok=True)
+    Image.new("RGB", (64, 48), (120, 30, 200)).save(tmp_path / "img" / "a.png")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "image": "img/a.png", "prompt": "Is there a bed?", "max_tokens": 1}) + "\n")
+    logits = tmp_path / f"{name}_logits"
+    proc = subprocess.run([FOVEA_BIN, "run", "--model", str(model), "--input", str(tasks), "--output",
+                           str(tmp_path / f"{name}.jsonl"), "--backend", "cpu", "--max-tiles", "1", "--kv-blocks",
+                           "128", "--quiet", "--quantization", quantization, "--dump-logits", str(logits)],
+                          capture_output=True, text=True, timeout=300)
+    return proc, logits
+
+
+def row(logits):
+    index = json.loads((logits.parent / (logits.name + ".json")).read_text())
+    data = np.fromfile(logits.parent / (logits.name + ".f32"), dtype="<f4").reshape(-1, index["vocab"])
+    return data[index["rows"]["a"]].astype(np.float64)
+
+
+def test_fp8_run_stays_close_to_the_unquantized_run(demo_model, tmp_path):
+    plain, plain_logits = run(demo_model, tmp_path, "plain", "none")
+    fp8, fp8_logits = run(demo_model, tmp_path, "fp8", "fp8")
+    assert plain.returncode == 0, plain.stderr
+    assert fp8.returncode == 0, fp8.stderr
+    a, b = row(plain_logits), row(fp8_logits)
+    assert np.isfinite(b).all()
+    rel = np.linalg.norm(a - b) / np.linalg.norm(a)
+    assert 0 < rel < 0.08, rel
+
+
+def test_unknown_quantization_is_refused(demo_model, tmp_path):
+    proc, _ = run(demo_model, tmp_path, "bad", "int3")
+    assert proc.returncode != 0
+    assert "unknown quantization 'int3' (none, fp8)" in proc.stderr
