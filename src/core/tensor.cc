@@ -83,6 +83,9 @@ Tensor Tensor::to_f32() const {
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(ptr<uint16_t>()[i]);
       break;
+    case DType::F8E4M3:  // the codes' values, unscaled
+      for (int64_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(ptr<uint8_t>()[i]);
+      break;
     default: FOVEA_FAIL("to_f32: unsupported dtype ", dtype_name(dtype));
   }
   return out;

@@ -49,6 +49,14 @@ TEST(DType, E4M3DecodesEveryCode) {
   }
   EXPECT_EQ(e4m3_to_f32(0x7e), 448.0f);
   EXPECT_EQ(e4m3_to_f32(0x01), 0x1p-9f);
+  Tensor codes = Tensor::host(DType::F8E4M3, {3});
+  codes.ptr<uint8_t>()[0] = 0x38;  // 1.0
+  codes.ptr<uint8_t>()[1] = 0xc5;  // -3.25
+  codes.ptr<uint8_t>()[2] = 0x08;  // 2^-6
+  const Tensor f = codes.to_f32();
+  EXPECT_EQ(f.ptr<float>()[0], 1.0f);
+  EXPECT_EQ(f.ptr<float>()[1], -3.25f);
+  EXPECT_EQ(f.ptr<float>()[2], 0x1p-6f);
 }
 
 TEST(DType, F16RoundTrip) {
