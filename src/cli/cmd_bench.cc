@@ -270,7 +270,8 @@ int bench_main(const std::vector<std::string>& raw) {
   const bool cuda = c.engine.backend == "cuda" || (c.engine.backend == "auto" && cuda_backend_available());
   const std::vector<int> shape = !c.gemm.empty() ? c.gemm : cuda ? std::vector<int>{8192, 8192, 4096}
                                                                  : std::vector<int>{256, 256, 256};
-  const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds);
+  const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds,
+                                          c.engine.quantization == "fp8");
   std::fprintf(stderr, "bench: GEMM peak %.3f TFLOP/s on %s\n", peak.tflops, peak.backend.c_str());
 
   auto service = make_engine_service(c.engine);

@@ -28,14 +28,14 @@ RequestFlops request_flops(const ModelDesc& desc, int tiles, int prompt_tokens, 
   return f;
 }
 
-GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k, double budget_s) {
+GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k, double budget_s, bool fp8) {
   auto backend = make_backend(backend_name);
   GemmPeak peak;
   peak.m = m;
   peak.n = n;
   peak.k = k;
   peak.backend = backend->name();
-  peak.dtype = dtype_name(backend->weight_dtype());
+  peak.dtype = fp8 ? dtype_name(DType::F8E4M3) : dtype_name(backend->weight_dtype());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   auto random_host = [&](int64_t rows, int64_t cols) {
@@ -44,18 +44,34 @@ GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k,
     return t;
   };
   Tensor x = backend->alloc(backend->compute_dtype(), {m, k});
-  Tensor w = backend->alloc(backend->weight_dtype(), {n, k});
+  Tensor w = backend->alloc(fp8 ? DType::F8E4M3 : backend->weight_dtype(), {n, k});
   Tensor y = backend->alloc(backend->compute_dtype(), {m, n});
+  Tensor w_scale;
   backend->upload(x, random_host(m, k));
-  backend->upload(w, random_host(n, k));
+  if (fp8) {
+    // E4M3 codes of the same uniform values times 448 (the loader's scaling of a tensor whose max is 1).
+    const Tensor values = random_host(n, k);
+    Tensor codes = Tensor::host(DType::F8E4M3, {n, k}), scale = Tensor::host(DType::F32, {1});
+    for (int64_t i = 0; i < codes.numel(); ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(values.ptr<float>()[i] * kE4M3Max);
+    scale.ptr<float>()[0] = 1.0f / kE4M3Max;
+    w_scale = backend->alloc(DType::F32, {1});
+    backend->upload(w, codes);
+    backend->upload(w_scale, scale);
+  } else {
+    backend->upload(w, random_host(n, k));
+  }
   const Tensor no_bias;
-  backend->linear(x, w, no_bias, y);  // warm-up: kernel selection, workspace, caches
+  auto gemm = [&] {
+    if (fp8) backend->linear_fp8(x, w, w_scale, no_bias, y);
+    else backend->linear(x, w, no_bias, y);
+  };
+  gemm();  // warm-up: kernel selection, workspace, caches
   backend->synchronize();
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   double elapsed = 0;
   while (peak.iterations < 3 || (elapsed < budget_s && peak.iterations < 10000)) {
-    backend->linear(x, w, no_bias, y);
+    gemm();
     ++peak.iterations;
     if (peak.iterations % 4 == 0 || peak.iterations < 4) {
       backend->synchronize();

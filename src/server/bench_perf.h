@@ -28,7 +28,9 @@ struct GemmPeak {
 };
 
 // y[M,N] = x[M,K]·w[N,K]^T on `backend_name` ("cpu", "cuda", "auto"), random inputs, a warm-up call, then as
-// many calls as fit in about `budget_s` seconds (at least 3).
-GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k, double budget_s = 2.0);
+// many calls as fit in about `budget_s` seconds (at least 3). fp8: through linear_fp8 (E4M3 weights, the
+// activation's quantization included), the peak an FP8 run's MFU is measured against.
+GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k, double budget_s = 2.0,
+                           bool fp8 = false);
 
 }  // namespace fovea
