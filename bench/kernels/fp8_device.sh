@@ -11,11 +11,8 @@ out=${OUT:-out-fp8}
 mkdir -p "$out/logs" && logs=$out/logs
 WORK=${WORK:-/tmp/fovea_fp8}
 mkdir -p "$WORK" /work && ln -sfn "$PWD" /work/main
-( python3 bench/gpu/workload.py --photos .carry/photos --out "$WORK" --requests 96 > "$logs/workload.log" 2>&1
-  python3 bench/gpu/make_model.py --out "$WORK/model" --variant internlm2 \
-    --tokenizer .carry/tokenizers/internlm2/tokenizer.model --template internlm2-chat --std 0.02 \
-    > "$logs/model.log" 2>&1 ) &
-prep=$!
+source "$(dirname "$0")/device_common.sh"
+start_model_and_workload
 timeout 90 "$BIN/test_ops" > "$logs/test_ops.log" 2>&1
 echo "test_ops rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$logs/test_ops.log" | tr '\n' ' ')"
 grep -A3 "LinearFp8" "$logs/test_ops.log" | grep -E "OK|FAILED|error" | head -5

@@ -29,11 +29,8 @@ BUDGET=${BUDGET:-540}  # seconds; later steps are skipped past it so that the lo
 time_left() { [ "$SECONDS" -lt "$BUDGET" ] || { echo "skipped $1: ${SECONDS}s used"; return 1; }; }
 
 # Model and workload first, in the background: they need the CPU only while the op checks use the GPU.
-( python3 bench/gpu/workload.py --photos .carry/photos --out "$WORK" --requests 96 > "$logs/workload.log" 2>&1
-  python3 bench/gpu/make_model.py --out "$WORK/model" --variant internlm2 \
-    --tokenizer .carry/tokenizers/internlm2/tokenizer.model --template internlm2-chat --std 0.02 \
-    > "$logs/model.log" 2>&1 ) &
-prep=$!
+source "$(dirname "$0")/device_common.sh"
+start_model_and_workload
 
 timeout 90 "$BIN/test_ops" > "$logs/test_ops.log" 2>&1; echo "test_ops rc=$? $(passed "$logs/test_ops.log")"
 timeout 90 "$BIN/test_golden_forward" > "$logs/golden.log" 2>&1; echo "golden rc=$? $(passed "$logs/golden.log")"

@@ -71,6 +71,22 @@ class OpsTest : public ::testing::Test {
     t.gpu = put(*gpu_, host, kind);
     return t;
   }
+  // A random paged K/V cache on both backends with room for `tokens` rows plus two spare blocks, and one slot per
+  // token scattered over it.
+  struct CacheTwin {
+    Twin k, v, slots;
+    KvCacheLayer cpu, gpu;
+  };
+  CacheTwin scattered_cache(int tokens, int kv_heads, int head_dim, int block_size = 16) {
+    const int num_blocks = (tokens + block_size - 1) / block_size + 2;
+    std::vector<int32_t> slots = permutation(num_blocks * block_size);
+    slots.resize(size_t(tokens));
+    const Shape shape{num_blocks, block_size, kv_heads, head_dim};
+    CacheTwin c{twin(random_host(shape)), twin(random_host(shape)), twin(int_host(slots), 'i'), {}, {}};
+    c.cpu = KvCacheLayer{c.k.cpu, c.v.cpu};
+    c.gpu = KvCacheLayer{c.k.gpu, c.v.gpu};
+    return c;
+  }
   // An output on both backends, poisoned: NaN for floats, -77777 for I32.
   Twin output(const Shape& shape, char kind = 'a') {
     Tensor poison = Tensor::host(kind == 'i' ? DType::I32 : DType::F32, shape);

@@ -180,16 +180,11 @@ TEST_F(OpsTest, RopeAndKvWrite) {
     gpu_->rope(qkv.gpu, pos.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
     expect_close(qkv, kBf16Tol, "rope" + tag);
 
-    const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
-    std::vector<int32_t> slots = permutation(num_blocks * block_size);
-    slots.resize(size_t(c.tokens));
-    const Shape cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
-    Twin k = twin(random_host(cache_shape)), v = twin(random_host(cache_shape)), s = twin(int_host(slots), 'i');
-    KvCacheLayer cpu_cache{k.cpu, v.cpu}, gpu_cache{k.gpu, v.gpu};
-    cpu_->kv_write(qkv.cpu, s.cpu, c.heads, c.kv_heads, c.head_dim, cpu_cache);
-    gpu_->kv_write(qkv.gpu, s.gpu, c.heads, c.kv_heads, c.head_dim, gpu_cache);
-    expect_close(k, kBf16Tol, "kv_write K" + tag);
-    expect_close(v, kBf16Tol, "kv_write V" + tag);
+    CacheTwin cache = scattered_cache(c.tokens, c.kv_heads, c.head_dim);
+    cpu_->kv_write(qkv.cpu, cache.slots.cpu, c.heads, c.kv_heads, c.head_dim, cache.cpu);
+    gpu_->kv_write(qkv.gpu, cache.slots.gpu, c.heads, c.kv_heads, c.head_dim, cache.gpu);
+    expect_close(cache.k, kBf16Tol, "kv_write K" + tag);
+    expect_close(cache.v, kBf16Tol, "kv_write V" + tag);
   }
 }
 
@@ -226,18 +221,13 @@ TEST_F(OpsTest, FusedRopeKvWrite) {
     const std::string tag = " T=" + std::to_string(c.tokens) + " H=" + std::to_string(c.heads) + "+" +
                             std::to_string(c.kv_heads) + " D=" + std::to_string(c.head_dim);
     Twin qkv = twin(random_host({c.tokens, width})), pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i');
-    const int block_size = 16, num_blocks = (c.tokens + block_size - 1) / block_size + 2;
-    std::vector<int32_t> slots = permutation(num_blocks * block_size);
-    slots.resize(size_t(c.tokens));
-    const Shape cache_shape{num_blocks, block_size, c.kv_heads, c.head_dim};
-    Twin k = twin(random_host(cache_shape)), v = twin(random_host(cache_shape)), s = twin(int_host(slots), 'i');
-    KvCacheLayer cpu_cache{k.cpu, v.cpu}, gpu_cache{k.gpu, v.gpu};
+    CacheTwin cache = scattered_cache(c.tokens, c.kv_heads, c.head_dim);
     cpu_->rope(qkv.cpu, pos.cpu, c.heads, c.kv_heads, c.head_dim, 1e6f);
-    cpu_->kv_write(qkv.cpu, s.cpu, c.heads, c.kv_heads, c.head_dim, cpu_cache);
-    gpu_->rope_kv_write(qkv.gpu, pos.gpu, s.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f, gpu_cache);
+    cpu_->kv_write(qkv.cpu, cache.slots.cpu, c.heads, c.kv_heads, c.head_dim, cache.cpu);
+    gpu_->rope_kv_write(qkv.gpu, pos.gpu, cache.slots.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f, cache.gpu);
     expect_close(qkv, kBf16Tol, "rope_kv_write qkv" + tag);
-    expect_close(k, kBf16Tol, "rope_kv_write K" + tag);
-    expect_close(v, kBf16Tol, "rope_kv_write V" + tag);
+    expect_close(cache.k, kBf16Tol, "rope_kv_write K" + tag);
+    expect_close(cache.v, kBf16Tol, "rope_kv_write V" + tag);
   }
 }
 
