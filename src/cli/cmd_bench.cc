@@ -282,6 +282,7 @@ int bench_main(const std::vector<std::string>& raw) {
   result.backend = peak.backend;
   result.workload = c.photos.empty() ? "directory" : "listing-photos";
   result.tiling = c.policy;
+  result.quantization = c.engine.quantization;
   result.gemm = peak;
 
   write_text(c.json_path, bench_json(result).dump(2) + "\n");

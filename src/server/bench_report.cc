@@ -28,6 +28,7 @@ nlohmann::ordered_json bench_json(const BenchResult& r) {
   j["backend"] = r.backend;
   j["workload"] = r.workload;
   j["tiling"] = r.tiling;
+  j["quantization"] = r.quantization;
   j["requests"] = r.requests;
   j["failed"] = r.failed;
   j["wall_s"] = r.wall_s;

@@ -33,6 +33,7 @@ struct BenchResult {
   std::string backend;
   std::string workload;  // "listing-photos" or "directory"
   std::string tiling;
+  std::string quantization = "none";  // the engine's: none or fp8
   int requests = 0;
   int failed = 0;
   double wall_s = 0;

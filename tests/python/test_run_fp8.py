@@ -47,3 +47,18 @@ def test_unknown_quantization_is_refused(demo_model, tmp_path):
     proc, _ = run(demo_model, tmp_path, "bad", "int3")
     assert proc.returncode != 0
     assert "unknown quantization 'int3' (none, fp8)" in proc.stderr
+
+
+def test_bench_reports_fp8_and_measures_its_peak_in_fp8(demo_model, tmp_path):
+    (tmp_path / "img").mkdir()
+    Image.new("RGB", (64, 48), (10, 130, 60)).save(tmp_path / "img" / "a.png")
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([FOVEA_BIN, "bench", "--model", str(demo_model), "--images", str(tmp_path / "img"),
+                           "--backend", "cpu", "--count", "2", "--warmup", "0", "--gemm-seconds", "0.05",
+                           "--max-tiles", "1", "--quantization", "fp8", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["quantization"] == "fp8"
+    assert report["gemm_peak"]["dtype"] == "F8_E4M3"
+    assert report["failed"] == 0 and report["requests"] == 2
