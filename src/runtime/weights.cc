@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -40,8 +41,15 @@ class WeightUploader {
                 ", expected ", shape_str(shape));
     const float* v = host.ptr<float>();
     const int64_t n = host.numel();
+    // Per-chunk maxima, then their max: the largest projections hold ~470M elements.
+    std::mutex merge;
     float absmax = 0.f;
-    for (int64_t i = 0; i < n; ++i) absmax = std::max(absmax, std::fabs(v[i]));
+    ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
+      float m = 0.f;
+      for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(v[i]));
+      std::lock_guard<std::mutex> lock(merge);
+      absmax = std::max(absmax, m);
+    }, int64_t(1) << 20);
     const float scale = absmax > 0.f ? absmax / kE4M3Max : 1.f;
     Tensor codes = Tensor::host(DType::F8E4M3, shape), scale_host = Tensor::host(DType::F32, {1});
     uint8_t* out = codes.ptr<uint8_t>();
