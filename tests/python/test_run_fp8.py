@@ -55,7 +55,8 @@ def test_bench_reports_fp8_and_measures_its_peak_in_fp8(demo_model, tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([FOVEA_BIN, "bench", "--model", str(demo_model), "--images", str(tmp_path / "img"),
                            "--backend", "cpu", "--count", "2", "--warmup", "0", "--gemm-seconds", "0.05",
-                           "--max-tiles", "1", "--quantization", "fp8", "--json", str(out)],
+                           "--max-tiles", "1", "--quantization", "fp8", "--json", str(out),
+                           "--svg", str(tmp_path / "bench.svg")],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
