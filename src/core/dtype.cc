@@ -1,6 +1,10 @@
 #include "core/dtype.h"
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
+
+#include "core/thread_pool.h"
 
 namespace fovea {
 
@@ -68,6 +72,23 @@ float e4m3_to_f32(uint8_t code) {
   if (exponent == 15 && mantissa == 7) return NAN;
   const float value = exponent == 0 ? std::ldexp(float(mantissa), -9) : std::ldexp(float(8 + mantissa), exponent - 10);
   return (code & 0x80) ? -value : value;
+}
+
+float quantize_e4m3(const float* v, int64_t n, uint8_t* codes) {
+  constexpr int64_t kChunk = int64_t(1) << 20;
+  std::mutex merge;
+  float absmax = 0.f;
+  ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
+    float m = 0.f;
+    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(v[i]));
+    std::lock_guard<std::mutex> lock(merge);
+    absmax = std::max(absmax, m);
+  }, kChunk);
+  const float scale = absmax > 0.f ? absmax / kE4M3Max : 1.f;
+  ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) codes[i] = f32_to_e4m3(v[i] / scale);
+  }, kChunk);
+  return scale;
 }
 
 float f16_to_f32(uint16_t h) {

@@ -38,5 +38,9 @@ uint16_t f32_to_f16(float f);
 inline constexpr float kE4M3Max = 448.0f;
 uint8_t f32_to_e4m3(float f);
 float e4m3_to_f32(uint8_t code);
+// Per-tensor FP8 quantization, the one rule of the weight loader, the CPU reference of linear_fp8 and the CUDA
+// kernels: scale = max|v| / 448 (1 when every value is zero), codes[i] = f32_to_e4m3(v[i] / scale). Returns the
+// scale. Large arrays are split over ThreadPool::global().
+float quantize_e4m3(const float* v, int64_t n, uint8_t* codes);
 
 }  // namespace fovea

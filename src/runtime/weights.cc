@@ -1,12 +1,7 @@
 #include "runtime/weights.h"
 
-#include <algorithm>
-#include <cmath>
 #include <map>
-#include <mutex>
 #include <string>
-
-#include "core/thread_pool.h"
 
 namespace fovea {
 namespace {
@@ -39,24 +34,8 @@ class WeightUploader {
     const Tensor host = weights_.get(name).to_f32();
     FOVEA_CHECK(host.numel() == shape[0] * shape[1], "weight ", name, " has shape ", shape_str(host.shape),
                 ", expected ", shape_str(shape));
-    const float* v = host.ptr<float>();
-    const int64_t n = host.numel();
-    // Per-chunk maxima, then their max: the largest projections hold ~470M elements.
-    std::mutex merge;
-    float absmax = 0.f;
-    ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
-      float m = 0.f;
-      for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(v[i]));
-      std::lock_guard<std::mutex> lock(merge);
-      absmax = std::max(absmax, m);
-    }, int64_t(1) << 20);
-    const float scale = absmax > 0.f ? absmax / kE4M3Max : 1.f;
     Tensor codes = Tensor::host(DType::F8E4M3, shape), scale_host = Tensor::host(DType::F32, {1});
-    uint8_t* out = codes.ptr<uint8_t>();
-    ThreadPool::global().parallel_for(n, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) out[i] = f32_to_e4m3(v[i] / scale);
-    }, int64_t(1) << 20);
-    scale_host.ptr<float>()[0] = scale;
+    scale_host.ptr<float>()[0] = quantize_e4m3(host.ptr<float>(), host.numel(), codes.ptr<uint8_t>());
     Fp8Linear q{backend_.alloc(DType::F8E4M3, shape), backend_.alloc(DType::F32, {1})};
     backend_.upload(q.codes, codes);
     backend_.upload(q.scale, scale_host);

@@ -49,11 +49,10 @@ GemmPeak measure_gemm_peak(const std::string& backend_name, int m, int n, int k,
   Tensor w_scale;
   backend->upload(x, random_host(m, k));
   if (fp8) {
-    // E4M3 codes of the same uniform values times 448 (the loader's scaling of a tensor whose max is 1).
+    // The same uniform values, quantized the way the loader quantizes a weight.
     const Tensor values = random_host(n, k);
     Tensor codes = Tensor::host(DType::F8E4M3, {n, k}), scale = Tensor::host(DType::F32, {1});
-    for (int64_t i = 0; i < codes.numel(); ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(values.ptr<float>()[i] * kE4M3Max);
-    scale.ptr<float>()[0] = 1.0f / kE4M3Max;
+    scale.ptr<float>()[0] = quantize_e4m3(values.ptr<float>(), values.numel(), codes.ptr<uint8_t>());
     w_scale = backend->alloc(DType::F32, {1});
     backend->upload(w, codes);
     backend->upload(w_scale, scale);

@@ -59,6 +59,19 @@ TEST(DType, E4M3DecodesEveryCode) {
   EXPECT_EQ(f.ptr<float>()[2], 0x1p-6f);
 }
 
+// One scale per array: its largest magnitude lands on the largest code, an all-zero array gets scale 1.
+TEST(DType, QuantizeE4M3PerTensor) {
+  const float v[4] = {0.5f, -2.0f, 0.25f, 1.0f};
+  uint8_t codes[4];
+  EXPECT_EQ(quantize_e4m3(v, 4, codes), 2.0f / 448.0f);
+  EXPECT_EQ(codes[1], 0xfe);  // -448
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(codes[i], f32_to_e4m3(v[i] / (2.0f / 448.0f)));
+  const float zeros[3] = {0.f, -0.f, 0.f};
+  EXPECT_EQ(quantize_e4m3(zeros, 3, codes), 1.0f);
+  EXPECT_EQ(codes[0], 0x00);
+  EXPECT_EQ(codes[1], 0x80);
+}
+
 TEST(DType, F16RoundTrip) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) EXPECT_EQ(f16_to_f32(f32_to_f16(v)), v);
   EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(1e6f))));

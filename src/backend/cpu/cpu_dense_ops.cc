@@ -46,12 +46,10 @@ void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_s
   check_matrix(y, M, N, "linear_fp8", "y");
   if (!bias.empty()) check_vector(bias, N, DType::F32, "linear_fp8", "bias");
   FOVEA_CHECK(y.data != x.data, "linear_fp8: y aliases x");
-  const float* in = x.ptr<float>();
-  float absmax = 0.f;
-  for (int64_t i = 0; i < M * K; ++i) absmax = std::max(absmax, std::fabs(in[i]));
-  const float sx = absmax > 0.f ? absmax / kE4M3Max : 1.f;
+  std::vector<uint8_t> x_codes(size_t(M * K));
+  const float sx = quantize_e4m3(x.ptr<float>(), M * K, x_codes.data());
   std::vector<float> xq(size_t(M * K)), wq(size_t(N * K));
-  for (int64_t i = 0; i < M * K; ++i) xq[size_t(i)] = e4m3_to_f32(f32_to_e4m3(in[i] / sx));
+  for (int64_t i = 0; i < M * K; ++i) xq[size_t(i)] = e4m3_to_f32(x_codes[size_t(i)]);
   const uint8_t* codes = w8.ptr<uint8_t>();
   for (int64_t i = 0; i < N * K; ++i) wq[size_t(i)] = e4m3_to_f32(codes[i]);
   float* out = y.ptr<float>();
