@@ -1,4 +1,5 @@
-// Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops): times the key ops of the CUDA backend at the real shapes with CUDA
+// Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops, =skinny only the
+// decode-step GEMMs of skinny_gemms): times the key ops of the CUDA backend at the real shapes with CUDA
 // events on the backend's stream and prints TFLOP/s or GB/s against the H200 ceilings measured on the device
 // machine (bf16 GEMM ~790 TFLOP/s, device copy ~4.3 TB/s counting reads and writes). No assertions on speed.
 #include <cuda_runtime.h>
@@ -6,12 +7,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemm_skinny.h"
 #include "ops_harness.h"
 
 namespace fovea::test {
@@ -23,6 +27,7 @@ class Perf {
  public:
   Perf() : backend_(make_cuda_backend(0)), cuda_(static_cast<cuda::CudaBackend*>(backend_.get())) {}
   Backend& b() { return *backend_; }
+  cudaStream_t stream() const { return cuda_->stream(); }
 
   // Random bf16-exact data everywhere: a 1M-element random chunk uploaded once per tensor, then replicated with
   // device copies (never zeros: zeros run faster than real data).
@@ -195,7 +200,8 @@ void llm_prefill(Perf& p) {
 }
 
 // The decoder's GEMMs at a 64-sequence decode step (M = 64): memory-bound, so reported as weight bytes read per
-// second. Run with FOVEA_GEMM_TUNE=0 and =1 for the A/B of cuBLASLt's first heuristic pick against the timed one.
+// second. Run with FOVEA_GEMM_TUNE=0 and =1 for the A/B of cuBLASLt's first heuristic pick against the timed one
+// (with FOVEA_CUDA_SKINNY_GEMM=0: otherwise the shapes with N % 128 == 0 run on the skinny kernel).
 // Calls rotate over copies of the weight totalling >= 256 MB: in a real step no weight is still in the 50 MB L2
 // when its layer comes round again.
 void decode_gemms(Perf& p) {
@@ -218,6 +224,64 @@ void decode_gemms(Perf& p) {
     for (Tensor& copy : w) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
     size_t next = 0;
     p.report_bytes(g.what, p.time_ms([&] { p.b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
+  }
+}
+
+// A CUDA backend whose linears all go to cuBLASLt (FOVEA_CUDA_SKINNY_GEMM=0 while it is made).
+std::unique_ptr<Perf> cublaslt_only_perf() {
+  const char* saved = std::getenv("FOVEA_CUDA_SKINNY_GEMM");
+  const std::string saved_value = saved ? saved : "";
+  setenv("FOVEA_CUDA_SKINNY_GEMM", "0", 1);
+  auto perf = std::make_unique<Perf>();
+  if (saved) setenv("FOVEA_CUDA_SKINNY_GEMM", saved_value.c_str(), 1);
+  else unsetenv("FOVEA_CUDA_SKINNY_GEMM");
+  return perf;
+}
+
+// The skinny GEMM (gemm_skinny.h, the default path of linears with M <= 64 and no epilogue) against cuBLASLt at
+// the decoder's four projections, for decode steps of 1 to 64 rows, in weight bytes per second (weights rotated as
+// in decode_gemms); then the skinny kernel at M = 64 with each K split count, the launcher's choice marked "*".
+// Rows "skinny <shape> M=<m>", "cublaslt <shape> M=<m>" and "skinny-split <shape> M=64 S=<s>" are what
+// bench/kernels/skinny_device.sh tabulates. FOVEA_OPS_PERF=skinny times only these.
+void skinny_gemms(Perf& p) {
+  const cuda::SkinnyGemmDevice device = cuda::prepare_skinny_gemm(0);
+  if (!device.usable()) {
+    std::printf("skinny GEMM: this device has no thread block clusters; skipped\n");
+    return;
+  }
+  std::unique_ptr<Perf> lt = cublaslt_only_perf();
+  const double rotation_bytes = 256e6;
+  struct Gemm {
+    const char* name;
+    int64_t k, n;
+  };
+  for (Gemm g : {Gemm{"wqkv", 4096, 6144}, Gemm{"wo", 4096, 4096}, Gemm{"w13", 4096, 28672},
+                 Gemm{"w2", 14336, 4096}}) {
+    const double weight_bytes = 2.0 * double(g.n) * double(g.k);
+    std::vector<Tensor> w(size_t(std::max(1.0, std::ceil(rotation_bytes / weight_bytes))));
+    for (Tensor& copy : w) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
+    size_t next = 0;
+    for (int64_t m : {1, 8, 16, 32, 48, 64}) {
+      Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
+      const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
+      p.report_bytes(("skinny " + shape).c_str(),
+                     p.time_ms([&] { p.b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
+      lt->report_bytes(("cublaslt " + shape).c_str(),
+                       lt->time_ms([&] { lt->b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
+    }
+    const int m = 64, chosen = cuda::skinny_gemm_splits(device, int(g.n), int(g.k));
+    Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
+    for (int splits = 1; splits <= cuda::kSkinnyMaxSplits; ++splits) {
+      const std::string label = std::string("skinny-split ") + g.name + " M=64 S=" + std::to_string(splits) +
+                                (splits == chosen ? " *" : "");
+      const double ms = p.time_ms([&] {
+        const Tensor& wt = w[next++ % w.size()];
+        cuda::launch_skinny_gemm(device, static_cast<const cuda::bf16*>(x.data),
+                                 static_cast<const cuda::bf16*>(wt.data), static_cast<cuda::bf16*>(y.data), m,
+                                 int(g.n), int(g.k), p.stream(), splits);
+      });
+      p.report_bytes(label.c_str(), ms, weight_bytes);
+    }
   }
 }
 
@@ -258,14 +322,20 @@ void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len, int plan
 TEST(OpsPerf, KeyOpsAtRealShapes) {
   if (!std::getenv("FOVEA_OPS_PERF")) GTEST_SKIP() << "set FOVEA_OPS_PERF=1 to time the CUDA ops";
   if (!cuda_backend_available()) GTEST_SKIP() << "no CUDA GPU";
-  const bool only_attention = std::string(std::getenv("FOVEA_OPS_PERF")) == "attention";
+  const std::string mode = std::getenv("FOVEA_OPS_PERF");
+  const bool only_attention = mode == "attention";
   Perf p;
+  if (mode == "skinny") {
+    skinny_gemms(p);
+    return;
+  }
   if (only_attention) {
     vit_attention(p);
   } else {
     vit_layer(p);
     llm_prefill(p);
     decode_gemms(p);
+    skinny_gemms(p);
   }
   paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);
   paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);

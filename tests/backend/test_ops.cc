@@ -2,6 +2,8 @@
 // decoder ops are in test_ops_decoder.cc; the perf mode in ops_perf.cc.
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "ops_harness.h"
 
@@ -29,6 +31,37 @@ TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
                          " variant " + std::to_string(variant));
       }
     }
+  }
+}
+
+// Decode-sized linears (M <= 64, no bias or activation) run on the weight-streaming kernel (gemm_skinny.cu)
+// unless FOVEA_CUDA_SKINNY_GEMM=0: the decoder's projection shapes at row counts that change its tiling (one row, a
+// partial 8-row tile, an odd tile count, all 64) and a small N with a long K (few tiles, most K splits), each run
+// twice (its split-K sum has a fixed order: the two results must be bit-identical); then shapes it must refuse
+// (N not a multiple of 128, K not of 64, M over 64), which cuBLASLt takes.
+TEST_F(OpsTest, LinearSkinnyDecodeShapes) {
+  struct Case {
+    int m, n, k;
+  };
+  std::vector<Case> cases;
+  for (int m : {1, 7, 33, 64})
+    for (Case c : {Case{m, 6144, 4096}, Case{m, 4096, 4096}, Case{m, 512, 14336}}) cases.push_back(c);
+  cases.push_back(Case{64, 28672, 4096});
+  for (Case c : {Case{7, 200, 4096}, Case{64, 200, 4096}, Case{33, 4096, 72}, Case{65, 4096, 4096}})
+    cases.push_back(c);
+  for (Case c : cases) {
+    const std::string what =
+        "linear M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k);
+    Twin x = twin(random_host({c.m, c.k})), w = twin(random_host({c.n, c.k}, -0.1f, 0.1f), 'w');
+    Twin y = output({c.m, c.n});
+    cpu_->linear(x.cpu, w.cpu, Tensor{}, y.cpu);
+    gpu_->linear(x.gpu, w.gpu, Tensor{}, y.gpu);
+    expect_close(y, kBf16Tol, what);
+    const Tensor first = gpu_->download(y.gpu);
+    gpu_->linear(x.gpu, w.gpu, Tensor{}, y.gpu);
+    const Tensor second = gpu_->download(y.gpu);
+    ASSERT_EQ(first.nbytes(), second.nbytes()) << what;
+    EXPECT_EQ(std::memcmp(first.data, second.data, first.nbytes()), 0) << what << ": a second run differs";
   }
 }
 

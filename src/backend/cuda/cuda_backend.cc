@@ -52,6 +52,8 @@ CudaBackend::CudaBackend(int device_index)
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
   fuse_rope_kv_ = env_flag("FOVEA_CUDA_FUSE_ROPE_KV", true);
+  if (env_flag("FOVEA_CUDA_SKINNY_GEMM", true)) skinny_device_ = prepare_skinny_gemm(device_index);
+  skinny_gemm_ = skinny_device_.usable();
   GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile, env_flag("FOVEA_GEMM_SPLIT_N", true)};
   if (const char* n = std::getenv("FOVEA_GEMM_TUNE_CANDIDATES")) tuning.candidates = std::max(1, std::atoi(n));
   gemm_ = std::make_unique<LtGemm>(stream_, tuning);

@@ -5,7 +5,8 @@
 //
 // Environment, read once here: FOVEA_PROFILE_OPS=1 times every op with CUDA events (op_profiler.h; the table
 // goes to stderr when the backend is destroyed); FOVEA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick for
-// small-M GEMMs instead of timing its candidates (gemm_lt.h).
+// small-M GEMMs instead of timing its candidates (gemm_lt.h); FOVEA_CUDA_SKINNY_GEMM=0 sends decode-sized linears
+// (M <= 64, no epilogue) to cuBLASLt instead of the weight-streaming kernel (gemm_skinny.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,6 +18,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/gemm_lt.h"
+#include "backend/cuda/gemm_skinny.h"
 #include "backend/cuda/op_profiler.h"
 
 namespace fovea::cuda {
@@ -88,6 +90,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
   bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
+  bool skinny_gemm_ = true;    // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM=0: off)
+  SkinnyGemmDevice skinny_device_;  // found at construction (when skinny_gemm_); unusable before sm_90
   float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
   size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors

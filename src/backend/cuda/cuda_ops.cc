@@ -46,6 +46,13 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
                                              : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
+  if (skinny_gemm_ && epilogue == GemmEpilogue::None && skinny_gemm_supported(m, n, k) &&
+      skinny_gemm_aligned(x.data, w.data, y.data)) {  // decode-sized: stream W (gemm_skinny.h)
+    OpScope scope(profiler_.get(), OpCategory::Gemm,
+                  [&] { return str("linear M=", m, " N=", n, " K=", k, " none skinny"); });
+    launch_skinny_gemm(skinny_device_, cbf(x), cbf(w), mbf(y), int(m), int(n), int(k), stream_);
+    return;
+  }
   // With the profiler on, the plan (and its tuning, for small M) is made before the op's events.
   if (profiler_) gemm_->prepare(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
   OpScope scope(profiler_.get(), OpCategory::Gemm,
