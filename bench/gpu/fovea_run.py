@@ -1,7 +1,7 @@
 """Runs `fovea run` on the workload's tasks and measures it from outside: results are appended to the output
 JSONL as they finish, so a watcher that timestamps each new line gives the steady throughput without the model
-load, and a sampler of nvidia-smi gives the GPU memory. A run cut by the timeout still yields QPM over what
-finished. Writes a JSON summary; the JSONL itself is what compare.py reads.
+load, and a sampler of nvidia-smi gives the GPU memory and the SM clock / power while results come in. A run cut
+by the timeout still yields QPM over what finished. Writes a JSON summary; the JSONL itself is what compare.py reads.
 """
 import argparse
 import os
@@ -10,32 +10,11 @@ import shlex
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
-
-
-class GpuMemorySampler(threading.Thread):
-    """Peak memory.used over the run, from nvidia-smi once a second (absent on a CPU machine: stays None)."""
-
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak_mib = None
-        self.stop = threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                     capture_output=True, text=True, timeout=5).stdout.split()
-                used = max(int(x) for x in out) if out else None
-                if used is not None:
-                    self.peak_mib = max(self.peak_mib or 0, used)
-            except (OSError, ValueError, subprocess.SubprocessError):
-                return
-            self.stop.wait(1.0)
+from gpu_sampler import GpuSampler  # noqa: E402
 
 
 class LineWatcher:
@@ -103,7 +82,7 @@ def run(args):
     if args.dump_logits:
         cmd += ["--dump-logits", args.dump_logits]
     common.log("fovea:", " ".join(shlex.quote(c) for c in cmd))
-    sampler, watcher = GpuMemorySampler(), LineWatcher(args.output)
+    sampler, watcher = GpuSampler(), LineWatcher(args.output)
     sampler.start()
     t0 = time.time()
     with open(args.log, "wb") as log:
@@ -120,7 +99,7 @@ def run(args):
             time.sleep(0.05)
     wall = time.time() - t0
     watcher.poll()
-    sampler.stop.set()
+    sampler.finish()
     records = common.read_jsonl(args.output)
     errors = [r for r in records if r.get("error")]
     summary = {"name": args.name, "command": cmd, "exit_code": proc.returncode, "timed_out": timed_out,
@@ -131,6 +110,7 @@ def run(args):
                "qpm_steady": steady_qpm(records, watcher.times),
                "qpm_wall": 60.0 * len(records) / wall if records else None,
                "peak_gpu_mem_gb": sampler.peak_mib * 1.048576e6 / 1e9 if sampler.peak_mib else None,
+               "gpu_clocks": sampler.summary(since=watcher.times[0] if watcher.times else None),
                "qpm_reported": reported_qpm(tail(args.log, 4000)),
                "log_tail": tail(args.log, 2000)}
     common.write_json(args.summary, summary)

@@ -44,6 +44,10 @@ def derive(data):
     per_req = out["mean_tflop_per_request"]
     out["floor_qpm_bf16"] = 60.0 * peak_bf16 / per_req if peak_bf16 and per_req else None
     out["floor_qpm_fp8"] = 60.0 * peak_fp8 / per_req if peak_fp8 and per_req else None
+    # The same floors at the rate a GEMM holds for seconds at the power cap (gemm_peak.py --sustain-seconds).
+    for kind in ("bf16", "fp8"):
+        rate = gemm.get(f"{kind}_sustained_tflops")
+        out[f"floor_qpm_{kind}_sustained"] = 60.0 * rate / per_req if rate and per_req else None
     rows = []
     ref_ids = list((ref.get("records") or {}).keys())
     for key, label in (("e2e", "transformers end-to-end"), ("forward_only", "transformers forward-only")):
@@ -64,6 +68,8 @@ def derive(data):
         qpm = row["qpm"]
         row["x_transformers_e2e"] = qpm / base if qpm and base else None
         row["x_floor_bf16"] = qpm / out["floor_qpm_bf16"] if qpm and out["floor_qpm_bf16"] else None
+        sustained = out["floor_qpm_bf16_sustained"]
+        row["x_floor_bf16_sustained"] = qpm / sustained if qpm and sustained else None
         row["mfu"] = (qpm / 60.0 * row["tflop_per_request"] / peak_bf16
                       if qpm and row["tflop_per_request"] and peak_bf16 else None)
     out["rows"] = rows
@@ -101,6 +107,13 @@ def render(data):
              f"| | 1.00 | 100% | |",
              f"| FLOP floor FP8 ({f(gemm.get('fp8_peak_tflops'), '.0f')} TFLOP/s) | {f(d.get('floor_qpm_fp8'))} "
              f"| | | | |"]
+    for kind in ("bf16", "fp8"):
+        if d.get(f"floor_qpm_{kind}_sustained"):
+            held = gemm.get(f"{kind}_sustained") or {}
+            clocks = held.get("clocks") or {}
+            lines.append(f"| FLOP floor {kind} sustained ({f(gemm.get(f'{kind}_sustained_tflops'), '.0f')} TFLOP/s "
+                         f"held {f(held.get('seconds'), '.0f')} s, SM {f(clocks.get('sm_clock_mhz'), '.0f')} MHz, "
+                         f"{f(clocks.get('power_w'), '.0f')} W) | {f(d[f'floor_qpm_{kind}_sustained'])} | | | | |")
     for row in d["rows"]:
         done = f"{row['requests']}" + (f"/{row['of']}" if row.get("of") else "")
         if row.get("timed_out"):
@@ -160,6 +173,14 @@ def render(data):
             lines.append(f"| Fovea {name}: QPM that fovea run itself reported | {f(run['qpm_reported'])} |")
         lines.append(f"| GPU memory: Fovea {name} (nvidia-smi peak, whole device) | "
                      f"{f(run.get('peak_gpu_mem_gb'))} GB |")
+        clocks = run.get("gpu_clocks") or {}
+        if clocks.get("samples"):
+            lines.append(f"| GPU while Fovea {name} answered: median SM clock / power, share at the power cap | "
+                         f"{f(clocks['sm_clock_mhz'], '.0f')} MHz / {f(clocks['power_w'], '.0f')} W, "
+                         f"{f(100 * clocks['power_capped_share'], '.0f')}% of {clocks['samples']} samples |")
+    for row in d["rows"]:
+        if row.get("x_floor_bf16_sustained") and row.get("tflop_per_request"):  # official FLOP model only
+            lines.append(f"| {row['engine']} x the sustained bf16 floor | {f(row['x_floor_bf16_sustained'], '.2f')} |")
     bf = gemm.get("bf16_prefill_tflops")
     f8 = gemm.get("fp8_prefill_tflops")
     lines.append(f"| GEMM bf16 / FP8 at prefill shapes (M=8192) | "

@@ -1,4 +1,16 @@
-# Sourced by the bench/kernels/*_device.sh scripts (bash). Needs WORK and logs set.
+# Sourced by the bench/kernels/*_device.sh scripts (bash).
+
+# device_dirs NAME: BIN (binaries, .carry/bin), out ($OUT or out-NAME) and logs ($out/logs), WORK (/tmp/fovea_NAME)
+# for model and workload; /work/main points here (the golden tests read tests/data from their build path).
+device_dirs() {
+  BIN=${BIN:-.carry/bin}
+  out=${OUT:-out-$1}
+  logs=$out/logs
+  WORK=${WORK:-/tmp/fovea_$1}
+  mkdir -p "$logs" "$WORK" /work && ln -sfn "$PWD" /work/main
+}
+
+# Needs WORK and logs set (device_dirs).
 # Makes the 96-request listing-photo workload and a random InternVL2-8B-shaped model (internlm2) in $WORK, in the
 # background (CPU only, while the GPU checks run); sets prep to its pid: `wait $prep` before using them.
 start_model_and_workload() {

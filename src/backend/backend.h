@@ -70,9 +70,10 @@ class Backend {
   // FP8 W8A8 (E4M3): y[M,N] = (sum_k q(x[m,k] / sx) * w8[n,k]) * sx * w_scale + bias[n]. sx = max|x| / 448 over
   // the whole of x (a dynamic per-tensor activation scale; 1 when x is all zeros), q() is f32_to_e4m3 (round to
   // nearest even, saturating), w8 [N,K] holds E4M3 codes (DType::F8E4M3) that w_scale (one F32 element on this
-  // backend's device) dequantises, and the sum runs in float32. K must be a multiple of 16, N of 8.
-  virtual void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                          Tensor& y) = 0;
+  // backend's device) dequantises, and the sum runs in float32; act (GELU) applies after the bias, as in
+  // linear. K must be a multiple of 16, N of 8.
+  virtual void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                          Activation act = Activation::None) = 0;
   // y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of x[M,N].
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
   // y = x / sqrt(mean(x^2) + eps) * gamma, per row.

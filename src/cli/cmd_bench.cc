@@ -34,7 +34,8 @@ const char* kUsage =
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "  --quantization none|fp8 (fp8: W8A8 E4M3 for the LLM's projections, dynamic per-tensor scales)\n"
+    "  --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
+    "    fp8-all: the ViT's linears too)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -271,7 +272,7 @@ int bench_main(const std::vector<std::string>& raw) {
   const std::vector<int> shape = !c.gemm.empty() ? c.gemm : cuda ? std::vector<int>{8192, 8192, 4096}
                                                                  : std::vector<int>{256, 256, 256};
   const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds,
-                                          c.engine.quantization == "fp8");
+                                          c.engine.quantization != "none");
   std::fprintf(stderr, "bench: GEMM peak %.3f TFLOP/s on %s\n", peak.tflops, peak.backend.c_str());
 
   auto service = make_engine_service(c.engine);

@@ -26,7 +26,8 @@ const char* kUsage =
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "         --quantization none|fp8 (fp8: W8A8 E4M3 for the LLM's projections, dynamic per-tensor scales)\n"
+    "         --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
+    "           fp8-all: the ViT's linears too)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {

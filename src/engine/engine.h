@@ -83,8 +83,9 @@ struct EngineConfig {
   // Hand the runner tiles as RGB bytes and let it normalise them on the device (4x fewer bytes to copy,
   // bit-identical values), where the runner accepts them; false: the host normalises to F32 as before.
   bool gpu_normalize = true;
-  // "none" (the checkpoint's dtype) or "fp8": W8A8 E4M3 for the LLM's projections (per-tensor weight scales,
-  // dynamic per-tensor activation scales); the ViT and the LM head stay in the checkpoint's dtype.
+  // "none" (the checkpoint's dtype), "fp8": W8A8 E4M3 for the LLM's projections (per-tensor weight scales,
+  // dynamic per-tensor activation scales), or "fp8-all": the ViT layers' linears too (slower on the H200). The
+  // patch embedding, the projector and the LM head stay in the checkpoint's dtype.
   std::string quantization = "none";
 };
 

@@ -18,7 +18,7 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
                   opts_.mlp_rows > 0 && opts_.logits_rows > 0,
               "runner: bad options");
   const ModelDesc& desc = model_.desc;
-  weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm));
+  weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm, opts_.fp8_vit));
   memory_.weights = weights_->bytes;
   model_.weights = ModelWeights{};  // the device copy is all the forward reads: drop the host tensors and mmaps
   // With decode graphs, block kv_blocks (one past the engine's range) is the padding rows' scratch block.

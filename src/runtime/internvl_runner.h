@@ -33,6 +33,8 @@ struct RunnerOptions {
   // FP8 W8A8 for the LLM's projections (qkv, o, gate_up, down): E4M3 weights with one scale per tensor,
   // activations quantized per step with a dynamic per-tensor scale (Backend::linear_fp8).
   bool fp8_llm = false;
+  // The same for the ViT layers' four linears (qkv, proj, fc1 with its GELU, fc2).
+  bool fp8_vit = false;
 };
 
 struct RunnerMemory {

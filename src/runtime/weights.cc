@@ -56,7 +56,7 @@ class WeightUploader {
   size_t bytes_ = 0;
 };
 
-VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up) {
+VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8) {
   const VisionConfig& v = desc.vision;
   const int64_t C = v.hidden, M = v.mlp, G = v.grid(), P = v.patch_size;
   const int64_t shuffled = 4 * C, H = desc.llm.hidden;
@@ -70,16 +70,23 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up) {
     VitLayerWeights L;
     L.norm1_w = up.get(p + "norm1.weight", {C});
     L.norm1_b = up.get(p + "norm1.bias", {C});
-    L.qkv_w = up.get(p + "qkv.weight", {3 * C, C});
+    if (fp8) {
+      L.qkv8 = up.get_fp8(p + "qkv.weight", {3 * C, C});
+      L.proj8 = up.get_fp8(p + "proj.weight", {C, C});
+      L.fc1_8 = up.get_fp8(p + "fc1.weight", {M, C});
+      L.fc2_8 = up.get_fp8(p + "fc2.weight", {C, M});
+    } else {
+      L.qkv_w = up.get(p + "qkv.weight", {3 * C, C});
+      L.proj_w = up.get(p + "proj.weight", {C, C});
+      L.fc1_w = up.get(p + "fc1.weight", {M, C});
+      L.fc2_w = up.get(p + "fc2.weight", {C, M});
+    }
     L.qkv_b = v.qkv_bias ? up.get(p + "qkv.bias", {3 * C}) : up.get_optional(p + "qkv.bias", {3 * C});
-    L.proj_w = up.get(p + "proj.weight", {C, C});
     L.proj_b = up.get(p + "proj.bias", {C});
     L.ls1 = up.get(p + "ls1", {C});
     L.norm2_w = up.get(p + "norm2.weight", {C});
     L.norm2_b = up.get(p + "norm2.bias", {C});
-    L.fc1_w = up.get(p + "fc1.weight", {M, C});
     L.fc1_b = up.get(p + "fc1.bias", {M});
-    L.fc2_w = up.get(p + "fc2.weight", {C, M});
     L.fc2_b = up.get(p + "fc2.bias", {C});
     L.ls2 = up.get(p + "ls2", {C});
     w.layers.push_back(std::move(L));
@@ -126,10 +133,10 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
 
 }  // namespace
 
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm) {
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit) {
   WeightUploader up(model.weights, backend);
   DeviceWeights w;
-  w.vision = upload_vision(model.desc, up);
+  w.vision = upload_vision(model.desc, up, fp8_vit);
   w.llm = upload_llm(model.desc, up, fp8_llm);
   backend.synchronize();
   w.bytes = up.bytes();

@@ -9,9 +9,17 @@
 
 namespace fovea {
 
+// An FP8 (E4M3) copy of a linear weight: the codes [N, K] and their one dequantisation scale (max|w| / 448).
+struct Fp8Linear {
+  Tensor codes, scale;
+  bool empty() const { return codes.empty(); }
+};
+
+// With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
 struct VitLayerWeights {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;
   Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
+  Fp8Linear qkv8, proj8, fc1_8, fc2_8;
 };
 
 struct VisionWeights {
@@ -21,12 +29,6 @@ struct VisionWeights {
   Tensor pos;      // [1 + G*G, C]
   std::vector<VitLayerWeights> layers;
   Tensor proj_norm_w, proj_norm_b, proj_fc1_w, proj_fc1_b, proj_fc2_w, proj_fc2_b;
-};
-
-// An FP8 (E4M3) copy of a linear weight: the codes [N, K] and their one dequantisation scale (max|w| / 448).
-struct Fp8Linear {
-  Tensor codes, scale;
-  bool empty() const { return codes.empty(); }
 };
 
 // With FP8 weights the four projections' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
@@ -51,7 +53,8 @@ struct DeviceWeights {
 // Uploads every weight the forward needs, checking each canonical tensor's shape against `model.desc`.
 // Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm: the LLM's four
 // projections per layer are quantized to E4M3 on the host (one scale per tensor, max|w| / 448) and only the
-// codes are uploaded; the ViT, embeddings, norms, biases and the LM head stay in the weight dtype.
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false);
+// codes are uploaded; fp8_vit: the same for the ViT layers' qkv, proj, fc1 and fc2. The patch embedding, the
+// projector, embeddings, norms, biases and the LM head stay in the weight dtype.
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false, bool fp8_vit = false);
 
 }  // namespace fovea

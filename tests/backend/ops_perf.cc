@@ -201,7 +201,7 @@ void llm_prefill(Perf& p) {
 
 // The decoder's GEMMs at a 64-sequence decode step (M = 64): memory-bound, so reported as weight bytes read per
 // second. Run with FOVEA_GEMM_TUNE=0 and =1 for the A/B of cuBLASLt's first heuristic pick against the timed one
-// (with FOVEA_CUDA_SKINNY_GEMM=0: otherwise the shapes with N % 128 == 0 run on the skinny kernel).
+// (with FOVEA_CUDA_SKINNY_GEMM=1 the shapes with N % 128 == 0 run on the skinny kernel instead).
 // Calls rotate over copies of the weight totalling >= 256 MB: in a real step no weight is still in the 50 MB L2
 // when its layer comes round again.
 void decode_gemms(Perf& p) {
@@ -227,18 +227,19 @@ void decode_gemms(Perf& p) {
   }
 }
 
-// A CUDA backend whose linears all go to cuBLASLt (FOVEA_CUDA_SKINNY_GEMM=0 while it is made).
-std::unique_ptr<Perf> cublaslt_only_perf() {
+// A CUDA backend whose decode-sized linears go to the skinny kernel (on) or to cuBLASLt (FOVEA_CUDA_SKINNY_GEMM
+// set while it is made).
+std::unique_ptr<Perf> perf_with_skinny(bool on) {
   const char* saved = std::getenv("FOVEA_CUDA_SKINNY_GEMM");
   const std::string saved_value = saved ? saved : "";
-  setenv("FOVEA_CUDA_SKINNY_GEMM", "0", 1);
+  setenv("FOVEA_CUDA_SKINNY_GEMM", on ? "1" : "0", 1);
   auto perf = std::make_unique<Perf>();
   if (saved) setenv("FOVEA_CUDA_SKINNY_GEMM", saved_value.c_str(), 1);
   else unsetenv("FOVEA_CUDA_SKINNY_GEMM");
   return perf;
 }
 
-// The skinny GEMM (gemm_skinny.h, the default path of linears with M <= 64 and no epilogue) against cuBLASLt at
+// The skinny GEMM (gemm_skinny.h, linears with M <= 64 and no epilogue under FOVEA_CUDA_SKINNY_GEMM=1) against cuBLASLt at
 // the decoder's four projections, for decode steps of 1 to 64 rows, in weight bytes per second (weights rotated as
 // in decode_gemms); then the skinny kernel at M = 64 with each K split count, the launcher's choice marked "*".
 // Rows "skinny <shape> M=<m>", "cublaslt <shape> M=<m>" and "skinny-split <shape> M=64 S=<s>" are what
@@ -249,7 +250,7 @@ void skinny_gemms(Perf& p) {
     std::printf("skinny GEMM: this device has no thread block clusters; skipped\n");
     return;
   }
-  std::unique_ptr<Perf> lt = cublaslt_only_perf();
+  std::unique_ptr<Perf> sk = perf_with_skinny(true), lt = perf_with_skinny(false);
   const double rotation_bytes = 256e6;
   struct Gemm {
     const char* name;
@@ -264,8 +265,8 @@ void skinny_gemms(Perf& p) {
     for (int64_t m : {1, 8, 16, 32, 48, 64}) {
       Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
       const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
-      p.report_bytes(("skinny " + shape).c_str(),
-                     p.time_ms([&] { p.b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
+      sk->report_bytes(("skinny " + shape).c_str(),
+                       sk->time_ms([&] { sk->b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
       lt->report_bytes(("cublaslt " + shape).c_str(),
                        lt->time_ms([&] { lt->b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
     }

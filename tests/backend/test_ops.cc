@@ -34,12 +34,15 @@ TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
   }
 }
 
-// Decode-sized linears (M <= 64, no bias or activation) run on the weight-streaming kernel (gemm_skinny.cu)
-// unless FOVEA_CUDA_SKINNY_GEMM=0: the decoder's projection shapes at row counts that change its tiling (one row, a
+// Decode-sized linears (M <= 64, no bias or activation) on the weight-streaming kernel (gemm_skinny.cu, off by
+// default: a backend made with FOVEA_CUDA_SKINNY_GEMM=1): the decoder's projection shapes at row counts that change its tiling (one row, a
 // partial 8-row tile, an odd tile count, all 64) and a small N with a long K (few tiles, most K splits), each run
 // twice (its split-K sum has a fixed order: the two results must be bit-identical); then shapes it must refuse
 // (N not a multiple of 128, K not of 64, M over 64), which cuBLASLt takes.
 TEST_F(OpsTest, LinearSkinnyDecodeShapes) {
+  setenv("FOVEA_CUDA_SKINNY_GEMM", "1", 1);
+  std::unique_ptr<Backend> skinny = make_cuda_backend(0);
+  unsetenv("FOVEA_CUDA_SKINNY_GEMM");
   struct Case {
     int m, n, k;
   };
@@ -52,14 +55,20 @@ TEST_F(OpsTest, LinearSkinnyDecodeShapes) {
   for (Case c : cases) {
     const std::string what =
         "linear M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k);
-    Twin x = twin(random_host({c.m, c.k})), w = twin(random_host({c.n, c.k}, -0.1f, 0.1f), 'w');
+    // Operands on the skinny backend (same device, its own stream): uploaded there, compared through a Twin.
+    const Tensor x_host = random_host({c.m, c.k}), w_host = random_host({c.n, c.k}, -0.1f, 0.1f);
+    Tensor xs = skinny->alloc(DType::BF16, {c.m, c.k}), ws = skinny->alloc(DType::BF16, {c.n, c.k});
+    skinny->upload(xs, x_host);
+    skinny->upload(ws, w_host);
+    Twin x = twin(x_host), w = twin(w_host, 'w');
     Twin y = output({c.m, c.n});
     cpu_->linear(x.cpu, w.cpu, Tensor{}, y.cpu);
-    gpu_->linear(x.gpu, w.gpu, Tensor{}, y.gpu);
+    skinny->linear(xs, ws, Tensor{}, y.gpu);
+    skinny->synchronize();
     expect_close(y, kBf16Tol, what);
-    const Tensor first = gpu_->download(y.gpu);
-    gpu_->linear(x.gpu, w.gpu, Tensor{}, y.gpu);
-    const Tensor second = gpu_->download(y.gpu);
+    const Tensor first = skinny->download(y.gpu);
+    skinny->linear(xs, ws, Tensor{}, y.gpu);
+    const Tensor second = skinny->download(y.gpu);
     ASSERT_EQ(first.nbytes(), second.nbytes()) << what;
     EXPECT_EQ(std::memcmp(first.data, second.data, first.nbytes()), 0) << what << ": a second run differs";
   }
@@ -81,13 +90,15 @@ TEST_F(OpsTest, LinearFp8) {
     Tensor x_host = random_host({c.m, c.k}, -2.f, 2.f);
     x_host.ptr<float>()[c.k / 2] = 24.f;  // an outlier sets the activation scale
     Twin x = twin(x_host);
-    for (bool with_bias : {false, true}) {
+    for (int variant = 0; variant < 4; ++variant) {  // the ViT's fc1 is bias + GELU
+      const bool with_bias = variant & 1;
+      const Activation act = variant & 2 ? Activation::Gelu : Activation::None;
       Twin y = output({c.m, c.n});
-      cpu_->linear_fp8(x.cpu, w8.cpu, ws.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu);
-      gpu_->linear_fp8(x.gpu, w8.gpu, ws.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu);
+      cpu_->linear_fp8(x.cpu, w8.cpu, ws.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu, act);
+      gpu_->linear_fp8(x.gpu, w8.gpu, ws.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu, act);
       expect_close(y, kBf16Tol,
                    "linear_fp8 M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
-                       (with_bias ? " bias" : ""));
+                       (with_bias ? " bias" : "") + (act == Activation::Gelu ? " gelu" : ""));
     }
   }
 }
@@ -384,6 +395,13 @@ TEST(CpuFp8, LinearFp8MatchesItsDefinition) {
       worst = std::max(worst, std::fabs(expected - double(y.ptr<float>()[r * n + c])) / (std::fabs(expected) + 1e-3));
     }
   EXPECT_LT(worst, 1e-5);
+  // GELU (erf) after the bias, as in linear.
+  Tensor y_gelu = Tensor::host(DType::F32, {m, n});
+  cpu->linear_fp8(x, codes, scale, bias, y_gelu, Activation::Gelu);
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const double v = y.ptr<float>()[i];
+    EXPECT_NEAR(y_gelu.ptr<float>()[i], 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))), 1e-5 * (1 + std::fabs(v)));
+  }
   // Shapes cuBLASLt's FP8 kernels cannot take are refused on every backend.
   Tensor odd = Tensor::host(DType::F8E4M3, {n, 40}), x40 = Tensor::host(DType::F32, {m, 40});
   EXPECT_THROW(cpu->linear_fp8(x40, odd, scale, Tensor{}, y), Error);

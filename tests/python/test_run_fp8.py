@@ -1,6 +1,7 @@
-"""fovea run --quantization fp8 (W8A8 E4M3 LLM projections) on the CPU reference backend: the job completes, its
-first-token logits stay close to the unquantized run's (E4M3 keeps 3 mantissa bits), and an unknown
-quantization is refused before any work with a message naming the choices."""
+"""fovea run --quantization fp8 (W8A8 E4M3 LLM projections) and fp8-all (the ViT's linears too) on the
+CPU reference backend: the jobs complete, their first-token logits stay close to the unquantized run's (E4M3 keeps
+3 mantissa bits) and differ from each other (the ViT's quantization is on), and an unknown quantization is
+refused before any work with a message naming the choices."""
 import json
 import os
 import subprocess
@@ -35,18 +36,21 @@ def row(logits):
 def test_fp8_run_stays_close_to_the_unquantized_run(demo_model, tmp_path):
     plain, plain_logits = run(demo_model, tmp_path, "plain", "none")
     fp8, fp8_logits = run(demo_model, tmp_path, "fp8", "fp8")
-    assert plain.returncode == 0, plain.stderr
-    assert fp8.returncode == 0, fp8.stderr
-    a, b = row(plain_logits), row(fp8_logits)
-    assert np.isfinite(b).all()
-    rel = np.linalg.norm(a - b) / np.linalg.norm(a)
-    assert 0 < rel < 0.08, rel
+    all_linears, all_logits = run(demo_model, tmp_path, "fp8_all", "fp8-all")
+    for proc in (plain, fp8, all_linears):
+        assert proc.returncode == 0, proc.stderr
+    a, b, c = row(plain_logits), row(fp8_logits), row(all_logits)
+    for quantized in (b, c):
+        assert np.isfinite(quantized).all()
+        rel = np.linalg.norm(a - quantized) / np.linalg.norm(a)
+        assert 0 < rel < 0.08, rel
+    assert not np.array_equal(b, c)
 
 
 def test_unknown_quantization_is_refused(demo_model, tmp_path):
     proc, _ = run(demo_model, tmp_path, "bad", "int3")
     assert proc.returncode != 0
-    assert "unknown quantization 'int3' (none, fp8)" in proc.stderr
+    assert "unknown quantization 'int3' (none, fp8, fp8-all)" in proc.stderr
 
 
 def test_bench_reports_fp8_and_measures_its_peak_in_fp8(demo_model, tmp_path):

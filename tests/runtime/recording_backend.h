@@ -38,8 +38,9 @@ class RecordingBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation a) override {
     op([=, this]() mutable { in_->linear(x, w, b, y, a); });
   }
-  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y) override {
-    op([=, this]() mutable { in_->linear_fp8(x, w8, ws, b, y); });
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y,
+                  Activation a) override {
+    op([=, this]() mutable { in_->linear_fp8(x, w8, ws, b, y, a); });
   }
   void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y) override {
     op([=, this]() mutable { in_->layer_norm(x, g, b, eps, y); });

@@ -138,9 +138,11 @@ class DemoRunner : public ::testing::Test {
   }
 
   // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
-  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false) {
+  // fp8 / fp8_vit: the LLM's projections / the ViT layers' linears in FP8 W8A8.
+  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false, bool fp8_vit = false) {
     RunnerOptions opts;
     opts.fp8_llm = fp8;
+    opts.fp8_vit = fp8_vit;
     opts.kv_blocks = 256;
     opts.max_step_tokens = 3600;
     opts.max_step_tiles = 5;
@@ -229,6 +231,17 @@ TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
   EXPECT_EQ(runner->backend().memory_in_use(), mem.total());  // nothing allocated by encode/step
 }
 
+// ||b - a|| / ||a|| over one logits row; NaN when b holds a non-finite value (fails any bound).
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(b[i])) return std::nan("");
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += a[i] * a[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
 // FP8 W8A8 LLM projections (the CPU reference of linear_fp8 on the demo model): the projections' weights take
 // a quarter of their float32 bytes, and the prompt's logits stay close to the unquantized run's (E4M3 keeps 3
 // mantissa bits: a few percent of relative error, not more).
@@ -251,15 +264,35 @@ TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
   const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
   ASSERT_EQ(a.logits.size(), 1u);
   ASSERT_EQ(b.logits.size(), 1u);
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.logits[0].size(); ++i) {
-    ASSERT_TRUE(std::isfinite(b.logits[0][i]));
-    diff += (a.logits[0][i] - b.logits[0][i]) * (a.logits[0][i] - b.logits[0][i]);
-    norm += a.logits[0][i] * a.logits[0][i];
-  }
-  const double rel = std::sqrt(diff / norm);
+  const double rel = relative_error(a.logits[0], b.logits[0]);
   EXPECT_GT(rel, 0.0);   // the quantization is really on
   EXPECT_LT(rel, 0.08);  // and only perturbs the logits
+}
+
+// FP8 W8A8 ViT linears (qkv, proj, fc1 with GELU, fc2): their weights take a quarter of their float32 bytes, the
+// image embeddings change (the quantization is on) and the prompt's logits stay close to the unquantized run's.
+// Also through ViT recordings: the eager run before each recording makes the FP8 plans outside it.
+TEST_F(DemoRunner, Fp8VitLinearsStayCloseToTheUnquantizedForward) {
+  auto plain = make_runner(), fp8 = make_runner(false, false, true), fp8_recorded = make_runner(true, false, true);
+  const ModelDesc& desc = plain->desc();
+  const VisionConfig& v = desc.vision;
+  const size_t linears = size_t(v.layers) * size_t(v.hidden) * size_t(4 * v.hidden + 2 * v.mlp);
+  EXPECT_EQ(plain->memory().weights - fp8->memory().weights, linears * 3 - size_t(v.layers) * 4 * sizeof(float));
+  const std::vector<int32_t> prompt = prompt_for(desc, 2);
+  const std::vector<Tensor> images{random_pixels(2, v.image_size, 4)};
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 1;
+  opts.stop_ids = {-1};
+  opts.want_logits = true;
+  const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
+  const auto c = simple_generate(*fp8_recorded, prompt, images, opts);
+  ASSERT_EQ(a.logits.size(), 1u);
+  ASSERT_EQ(b.logits.size(), 1u);
+  ASSERT_EQ(c.logits.size(), 1u);
+  EXPECT_EQ(b.logits[0], c.logits[0]);  // recorded or not, the same FP8 arithmetic
+  const double rel = relative_error(a.logits[0], b.logits[0]);
+  EXPECT_GT(rel, 0.0);
+  EXPECT_LT(rel, 0.08);
 }
 
 TEST_F(DemoRunner, ErrorsLeaveTheRunnerUsable) {

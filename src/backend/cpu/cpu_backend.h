@@ -29,7 +29,8 @@ class CpuBackend final : public Backend {
   size_t memory_in_use() const override { return bytes_in_use_->load(); }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
-  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y) override;
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                  Activation act = Activation::None) override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;

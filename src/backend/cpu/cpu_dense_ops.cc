@@ -33,7 +33,8 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
 
 // The scalar reference of the FP8 GEMM: both operands are rounded to E4M3 exactly as the CUDA kernels round
 // them, then multiplied in float32.
-void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y) {
+void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                            Activation act) {
   check_host(w8, DType::F8E4M3, "linear_fp8", "w8");
   FOVEA_CHECK(w8.rank() == 2, "linear_fp8: w8 has shape ", shape_str(w8.shape), ", expected [N, K]");
   const int64_t N = w8.dim(0), K = w8.dim(1);
@@ -57,7 +58,10 @@ void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_s
   const float scale = sx * w_scale.ptr<float>()[0];
   const float* b = bias.empty() ? nullptr : bias.ptr<float>();
   for (int64_t r = 0; r < M; ++r)
-    for (int64_t c = 0; c < N; ++c) out[r * N + c] = out[r * N + c] * scale + (b ? b[c] : 0.f);
+    for (int64_t c = 0; c < N; ++c) {
+      const float v = out[r * N + c] * scale + (b ? b[c] : 0.f);
+      out[r * N + c] = act == Activation::Gelu ? cpu::gelu_erf(v) : v;
+    }
 }
 
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {

@@ -52,9 +52,12 @@ CudaBackend::CudaBackend(int device_index)
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
   fuse_rope_kv_ = env_flag("FOVEA_CUDA_FUSE_ROPE_KV", true);
-  if (env_flag("FOVEA_CUDA_SKINNY_GEMM", true)) skinny_device_ = prepare_skinny_gemm(device_index);
+  // Off by default: on the H200 it streams W at 1.6-2.4 TB/s at M = 64 against cuBLASLt's 2.3-3.9 (session 4).
+  if (env_flag("FOVEA_CUDA_SKINNY_GEMM", false)) skinny_device_ = prepare_skinny_gemm(device_index);
   skinny_gemm_ = skinny_device_.usable();
-  GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile, env_flag("FOVEA_GEMM_SPLIT_N", true)};
+  GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile || env_flag("FOVEA_GEMM_TUNE_LOG", false),
+                    env_flag("FOVEA_GEMM_SPLIT_N", true)};
+  if (const char* n = std::getenv("FOVEA_GEMM_TUNE_MAX_ROWS")) tuning.max_rows = std::max(0, std::atoi(n));
   if (const char* n = std::getenv("FOVEA_GEMM_TUNE_CANDIDATES")) tuning.candidates = std::max(1, std::atoi(n));
   gemm_ = std::make_unique<LtGemm>(stream_, tuning);
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
@@ -196,7 +199,7 @@ void CudaBackend::graph_launch(int handle) {
 }
 
 uint8_t* CudaBackend::fp8_activation_buffer(size_t bytes) {
-  if (!fp8_stats_) FOVEA_CUDA_CHECK(cudaMalloc(&fp8_stats_, 2 * sizeof(float)));
+  if (!fp8_stats_) FOVEA_CUDA_CHECK(cudaMalloc(&fp8_stats_, kFp8StatsFloats * sizeof(float)));
   if (bytes <= fp8_activation_bytes_) return fp8_activation_;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));

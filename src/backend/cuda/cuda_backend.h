@@ -5,8 +5,8 @@
 //
 // Environment, read once here: FOVEA_PROFILE_OPS=1 times every op with CUDA events (op_profiler.h; the table
 // goes to stderr when the backend is destroyed); FOVEA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick for
-// small-M GEMMs instead of timing its candidates (gemm_lt.h); FOVEA_CUDA_SKINNY_GEMM=0 sends decode-sized linears
-// (M <= 64, no epilogue) to cuBLASLt instead of the weight-streaming kernel (gemm_skinny.h).
+// small-M GEMMs instead of timing its candidates (gemm_lt.h); FOVEA_CUDA_SKINNY_GEMM=1 sends decode-sized linears
+// (M <= 64, no epilogue) to the weight-streaming kernel (gemm_skinny.h) instead of cuBLASLt (slower so far).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -62,7 +62,8 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) override;
   void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                 KvCacheLayer& cache) override;
-  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y) override;
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                  Activation act = Activation::None) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;
   void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
@@ -90,7 +91,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
   bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
-  bool skinny_gemm_ = true;    // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM=0: off)
+  bool skinny_gemm_ = false;   // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM=1)
   SkinnyGemmDevice skinny_device_;  // found at construction (when skinny_gemm_); unusable before sm_90
   float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
   size_t attention_workspace_bytes_ = 0;

@@ -61,7 +61,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
 }
 
 void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                             Tensor& y) {
+                             Tensor& y, Activation act) {
   FOVEA_CHECK(w8.rank() == 2, "linear_fp8: weight shape ", shape_str(w8.shape));
   const int64_t n = w8.dim(0), k = w8.dim(1);
   expect(w8, DType::F8E4M3, {n, k}, "linear_fp8 weight");
@@ -73,11 +73,16 @@ void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
   uint8_t* activation = fp8_activation_buffer(size_t(m) * size_t(k));
   if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
-  OpScope scope(profiler_.get(), OpCategory::Gemm, [&] { return str("linear_fp8 M=", m, " N=", n, " K=", k); });
+  const bool gelu = act == Activation::Gelu;
+  const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
+                                             : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
+  OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
+    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue));
+  });
   launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
-  fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), fp8_stats_ + 1,
+  fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), fp8_stats_ + kFp8ScaleSlot,
                  static_cast<const float*>(w_scale.data), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n),
-                 int(k));
+                 int(k), epilogue);
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {

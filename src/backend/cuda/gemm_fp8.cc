@@ -14,8 +14,13 @@ LtFp8Gemm::~LtFp8Gemm() {
 
 // As in LtGemm: row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] = w^T x^T, A = w (op T), B = x (op
 // N), both with leading dimension K: the "TN" layout that Hopper's FP8 kernels require.
-LtPlan& LtFp8Gemm::plan_for(int m, int n, int k, bool bias) {
-  const auto key = std::make_tuple(m, n, k, bias);
+//
+// The scale (and bias) pointers go into the descriptor before the heuristic is asked: cuBLASLt 13 picks FP8
+// algorithms for the scaling it sees, and an algorithm chosen without scale pointers is refused (status 15,
+// NOT_SUPPORTED) once they are set. Outside a graph capture the candidates are launched in the heuristic's order
+// on the real operands and the first one cuBLASLt accepts is kept.
+LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
+  const auto key = std::make_tuple(o.m, o.n, o.k, int(o.epilogue));
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   LtPlan plan;
@@ -27,30 +32,49 @@ LtPlan& LtFp8Gemm::plan_for(int m, int n, int k, bool bias) {
     const int8_t fast_accumulate = 0;
     FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
                                                       sizeof(fast_accumulate)));
-    if (bias) {
-      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const cublasLtEpilogue_t epilogue = lt_epilogue(o.epilogue);
+    FOVEA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (o.bias) {
       const cudaDataType_t bias_type = CUDA_R_16BF;
-      FOVEA_CUBLAS_CHECK(
-          cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
       FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                         sizeof(bias_type)));
     }
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, k, n, k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, k, m, k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, n, m, n));
+    set_pointers(plan, o);
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, o.k, o.n, o.k));
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, o.k, o.m, o.k));
+    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.n));
     cublasLtMatmulPreference_t pref;
     FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &workspace_bytes_, sizeof(workspace_bytes_)));
-    cublasLtMatmulHeuristicResult_t result{};
+    // The alignment these operands have; the heuristic otherwise assumes 256 bytes.
+    const unsigned align = common_alignment({o.x8, o.w8, o.y, o.bias});
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                                 pref, 1, &result, &found);
+                                                                 pref, kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    FOVEA_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS,
-                "cuBLASLt has no FP8 algorithm for linear_fp8 M=", m, " N=", n, " K=", k, " (status ", int(status),
-                ")");
-    plan.algo = result.algo;
+    FOVEA_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no FP8 algorithm for linear_fp8 M=",
+                o.m, " N=", o.n, " K=", o.k, " (status ", int(status), ")");
+    int chosen = -1;
+    cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
+    for (int i = 0; i < found && chosen < 0; ++i) {
+      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+      if (stream_is_capturing(stream_)) {  // no trial launches inside a capture: trust the first
+        chosen = i;
+        break;
+      }
+      last = launch(plan, o, results[i].algo);
+      if (last == CUBLAS_STATUS_SUCCESS) chosen = i;
+    }
+    FOVEA_CHECK(chosen >= 0, "cuBLASLt refused all ", found, " FP8 algorithms for linear_fp8 M=", o.m, " N=", o.n,
+                " K=", o.k, " (last status ", int(last), ")");
+    plan.algo = results[chosen].algo;
   } catch (...) {
     destroy_plan(plan);
     throw;
@@ -58,20 +82,30 @@ LtPlan& LtFp8Gemm::plan_for(int m, int n, int k, bool bias) {
   return plans_.emplace(key, plan).first->second;
 }
 
-void LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
-                    const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k) {
-  if (m == 0 || n == 0) return;
-  LtPlan& plan = plan_for(m, n, k, bias != nullptr);
+void LtFp8Gemm::set_pointers(LtPlan& plan, const Operands& o) {
   // A is w, B is x: their scales follow them.
   FOVEA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scale, sizeof(w_scale)));
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scale, sizeof(o.w_scale)));
   FOVEA_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &x_scale, sizeof(x_scale)));
-  if (bias)
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scale, sizeof(o.x_scale)));
+  if (o.bias)
+    FOVEA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias, sizeof(o.bias)));
+}
+
+cublasStatus_t LtFp8Gemm::launch(const LtPlan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo) {
   const float alpha = 1.f, beta = 0.f;
-  FOVEA_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.op, &alpha, w8, plan.a, x8, plan.b, &beta, y, plan.c, y, plan.c,
-                                    &plan.algo, workspace_, workspace_bytes_, stream_));
+  return cublasLtMatmul(handle_, plan.op, &alpha, o.w8, plan.a, o.x8, plan.b, &beta, o.y, plan.c, o.y, plan.c,
+                        &algo, workspace_, workspace_bytes_, stream_);
+}
+
+void LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
+                    const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue) {
+  if (m == 0 || n == 0) return;
+  const Operands o{x8, w8, x_scale, w_scale, bias, y, m, n, k, epilogue};
+  LtPlan& plan = plan_for(o);
+  set_pointers(plan, o);
+  FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
 }
 
 }  // namespace fovea::cuda

@@ -1,8 +1,8 @@
 // FP8 (E4M3) GEMM through cuBLASLt for W8A8 linears: y[M,N] (bf16) = x8[M,K] · w8[N,K]^T * x_scale * w_scale
-// (+ bias), float32 accumulation without cuBLASLt's "fast accumulation" (which keeps fewer bits on Hopper).
+// (+ bias, then GELU if asked), float32 accumulation without cuBLASLt's "fast accumulation" (which keeps fewer bits on Hopper).
 // The scales are device pointers read when the GEMM runs, so a recorded graph sees each replay's activation
-// scale. Plans are cached per (M, N, K, bias); the cuBLASLt handle and workspace are LtGemm's (same stream). The
-// heuristic's first algorithm is used (no timing yet: the FP8 path has not been tuned on the H200).
+// scale. Plans are cached per (M, N, K, epilogue); the cuBLASLt handle and workspace are LtGemm's (same stream). The
+// heuristic's first algorithm that cuBLASLt accepts on the real operands is used (no timing).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -25,17 +25,28 @@ class LtFp8Gemm {
   LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
 
   // x8 [M,K] and w8 [N,K] hold E4M3 codes, row-major; K a multiple of 16, N of 8 (cuBLASLt's FP8 alignment).
+  // epilogue: None, Bias, Gelu or BiasGelu (bias non-null exactly for the Bias ones).
   void run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
-           const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k);
+           const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue);
 
  private:
-  LtPlan& plan_for(int m, int n, int k, bool bias);
+  struct Operands {
+    const uint8_t *x8, *w8;
+    const float *x_scale, *w_scale;
+    const __nv_bfloat16* bias;
+    __nv_bfloat16* y;
+    int m, n, k;
+    GemmEpilogue epilogue;
+  };
+  LtPlan& plan_for(const Operands& o);
+  static void set_pointers(LtPlan& plan, const Operands& o);
+  cublasStatus_t launch(const LtPlan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
 
   cudaStream_t stream_;
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
-  std::map<std::tuple<int, int, int, bool>, LtPlan> plans_;
+  std::map<std::tuple<int, int, int, int>, LtPlan> plans_;
 };
 
 }  // namespace fovea::cuda

@@ -15,26 +15,7 @@ namespace {
 // 32 MiB covers the split-K and stream-K variants the heuristic picks at prefill shapes on Hopper.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 
-cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
-  switch (e) {
-    case GemmEpilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
-    case GemmEpilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
-    case GemmEpilogue::Gelu: return CUBLASLT_EPILOGUE_GELU;
-    case GemmEpilogue::BiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
-  }
-  return CUBLASLT_EPILOGUE_DEFAULT;
-}
-
 bool has_bias(GemmEpilogue e) { return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasGelu; }
-
-// The largest power of two up to 256 dividing every operand address: the heuristic assumes 256-byte aligned
-// operands unless told otherwise, and row views (Tensor::rows) can be less aligned than cudaMalloc's blocks.
-unsigned common_alignment(std::initializer_list<const void*> ptrs) {
-  unsigned alignment = 256;
-  for (const void* p : ptrs)
-    while (p && alignment > 2 && reinterpret_cast<uintptr_t>(p) % alignment) alignment /= 2;
-  return alignment;
-}
 
 // Timing events of one tuning pass, destroyed however the pass ends.
 struct TimingEvents {
@@ -48,13 +29,33 @@ struct TimingEvents {
   }
 };
 
+}  // namespace
+
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
+  switch (e) {
+    case GemmEpilogue::None: return CUBLASLT_EPILOGUE_DEFAULT;
+    case GemmEpilogue::Bias: return CUBLASLT_EPILOGUE_BIAS;
+    case GemmEpilogue::Gelu: return CUBLASLT_EPILOGUE_GELU;
+    case GemmEpilogue::BiasGelu: return CUBLASLT_EPILOGUE_GELU_BIAS;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+// The largest power of two up to 256 dividing every operand address: the heuristic assumes 256-byte aligned
+// operands unless told otherwise, and row views (Tensor::rows) can be less aligned than cudaMalloc's blocks.
+unsigned common_alignment(std::initializer_list<const void*> ptrs) {
+  unsigned alignment = 256;
+  for (const void* p : ptrs)
+    while (p && alignment > 2 && reinterpret_cast<uintptr_t>(p) % alignment) alignment /= 2;
+  return alignment;
+}
+
 bool stream_is_capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   FOVEA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture != cudaStreamCaptureStatusNone;
 }
 
-}  // namespace
 
 const char* gemm_epilogue_name(GemmEpilogue e) {
   switch (e) {
@@ -194,10 +195,10 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
-    const bool tune = tuning_.enabled && o.m <= GemmTuning::kMaxRows && !capturing;
+    const bool tune = tuning_.enabled && o.m <= tuning_.max_rows && !capturing;
     const auto found = candidates(plan, o, alignment, tune ? std::max(1, tuning_.candidates) : 1);
     plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
-    if (tuning_.log && tuning_.enabled && o.m <= GemmTuning::kMaxRows && capturing)
+    if (tuning_.log && tuning_.enabled && o.m <= tuning_.max_rows && capturing)
       std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,
                    o.n, o.k, gemm_epilogue_name(o.epilogue));
   } catch (...) {

@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -26,15 +27,18 @@ namespace fovea::cuda {
 
 enum class GemmEpilogue : int { None, Bias, Gelu, BiasGelu };
 const char* gemm_epilogue_name(GemmEpilogue e);
+cublasLtEpilogue_t lt_epilogue(GemmEpilogue e);
 
 struct GemmTuning {
-  bool enabled = true;  // time the heuristic's candidates for M <= kMaxRows
+  bool enabled = true;  // time the heuristic's candidates for M <= max_rows
   bool log = false;     // one stderr line per tuned shape
   bool split_n = true;  // unaligned N: the first N - N % 64 columns in one GEMM, the rest in another
   // Heuristic candidates timed per shape (FOVEA_GEMM_TUNE_CANDIDATES for A/B runs; the heuristic may return
   // fewer).
   int candidates = 8;
-  static constexpr int kMaxRows = 512;
+  // Shapes with more rows keep the heuristic's first pick (FOVEA_GEMM_TUNE_MAX_ROWS raises it for A/B runs:
+  // each new M above 512 then costs one timing round of its candidates).
+  int max_rows = 512;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
 };
 
@@ -45,6 +49,9 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 void destroy_plan(LtPlan& plan);
+// The largest power of two up to 256 dividing every non-null address (cuBLASLt's alignment preferences).
+unsigned common_alignment(std::initializer_list<const void*> ptrs);
+bool stream_is_capturing(cudaStream_t stream);
 
 class LtGemm {
  public:

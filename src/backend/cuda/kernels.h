@@ -51,6 +51,8 @@ void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, in
 
 // ---- FP8 (kernels_fp8.cu) ----
 // stats[0] = max|x|, stats[1] = scale (max|x| / 448, or 1), xq[i] = e4m3(x[i] / scale), saturating.
+// stats: kFp8StatsFloats floats; [0] = max|x|, [kFp8ScaleSlot] = the scale, 16 bytes in (cuBLASLt reads it).
+constexpr int kFp8ScaleSlot = 4, kFp8StatsFloats = 8;
 void launch_quantize_fp8(const bf16* x, int64_t n, uint8_t* xq, float* stats, cudaStream_t stream);
 
 // ---- attention (attention.cu) ----

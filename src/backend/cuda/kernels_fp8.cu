@@ -1,5 +1,5 @@
 // Dynamic per-tensor FP8 (E4M3) quantization of a bf16 activation for linear_fp8: stats[0] = max|x| over the
-// whole tensor, stats[1] = the scale max|x| / 448 (1 when x is all zeros), xq = e4m3(x / scale) rounded to
+// whole tensor, stats[kFp8ScaleSlot] = the scale max|x| / 448 (1 when x is all zeros), xq = e4m3(x / scale) rounded to
 // nearest even and saturated at +-448 — the CPU reference's arithmetic (an IEEE division, no reciprocal).
 #include <cuda_fp8.h>
 
@@ -25,7 +25,7 @@ __global__ void absmax_kernel(const bf16* x, int64_t n, float* stats) {
 __global__ void quantize_kernel(const bf16* x, int64_t n, uint8_t* xq, float* stats) {
   const float absmax = stats[0];
   const float scale = absmax > 0.f ? __fdiv_rn(absmax, 448.f) : 1.f;
-  if (blockIdx.x == 0 && threadIdx.x == 0) stats[1] = scale;
+  if (blockIdx.x == 0 && threadIdx.x == 0) stats[kFp8ScaleSlot] = scale;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     xq[i] = __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(x[i]), scale), __NV_SATFINITE, __NV_E4M3);
 }
@@ -33,7 +33,7 @@ __global__ void quantize_kernel(const bf16* x, int64_t n, uint8_t* xq, float* st
 }  // namespace
 
 void launch_quantize_fp8(const bf16* x, int64_t n, uint8_t* xq, float* stats, cudaStream_t stream) {
-  FOVEA_CUDA_CHECK(cudaMemsetAsync(stats, 0, 2 * sizeof(float), stream));
+  FOVEA_CUDA_CHECK(cudaMemsetAsync(stats, 0, kFp8StatsFloats * sizeof(float), stream));
   if (n == 0) return;
   const int blocks = int(std::min<int64_t>(blocks_for(n, kFp8Threads), 1024));
   absmax_kernel<<<blocks, kFp8Threads, 0, stream>>>(x, n, stats);
