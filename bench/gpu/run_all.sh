@@ -126,7 +126,10 @@ step reference 240 python3 $here/reference.py --model "$WORK/model" --work "$WOR
 fovea_step compact compact 100 ""
 runs="official:official,compact:compact"
 if [ -n "${FOVEA_FP8_ARGS:-}" ]; then
-  fovea_step fp8 official 120 "$FOVEA_FP8_ARGS"
+  # Its logits too: compare.py then gives FP8's logits error against transformers bf16 and float32.
+  fp8_logits=()
+  [ "${FOVEA_DUMP_LOGITS:-1}" = 0 ] || fp8_logits=(--dump-logits "$WORK/fovea_fp8_logits")
+  fovea_step fp8 official 120 "$FOVEA_FP8_ARGS" "${fp8_logits[@]}"
   runs="$runs,fp8:official"
 fi
 # fovea bench on the same images: Fovea's own stage times (ViT ms per tile, preprocessing ms per image).

@@ -13,10 +13,13 @@ decoder of the same depth (32 layers, GQA, head dim 128, 92,553-token vocabulary
 - loose: the same but rounding once per fused op (one rounding for norm * weight, rope and silu * up);
 - float32: transformers in float32;
 - accumulation only: faithful with float32 against faithful with float64 accumulation: identical rounding
-  points, the GEMM sums differ only in their last float32 bits before the bf16 rounding.
+  points, the GEMM sums differ only in their last float32 bits before the bf16 rounding;
+- fp8: faithful, but the seven projections of each layer are FP8 W8A8 as Fovea's `--quantization fp8` computes
+  them (E4M3 weights with one scale max|w| / 448 per tensor, activations quantized per call with one dynamic
+  scale max|x| / 448, float32 sums, bf16 out); the LM head stays bf16. What FP8 alone does to agreement.
 
 For each it reports the mean relative logit error at the last position and how often the argmax agrees.
-Usage: bf16_chaos.py [--layers 32] [--requests 8] [--tokens 320]
+Usage: bf16_chaos.py [--layers 32] [--requests 8] [--tokens 320] [--modes faithful,loose,float32,accumulation,fp8]
 """
 import argparse
 
@@ -41,16 +44,29 @@ def build(layers, hidden, heads, kv_heads, ffn, vocab, seed):
     return cfg, model.eval()
 
 
+def quantize_e4m3(t):
+    """One per-tensor scale max|t| / 448 (1 for zeros); the values rounded to E4M3 (RNE, saturating), as floats."""
+    scale = t.abs().max().item() / 448.0 or 1.0
+    return (t / scale).clamp(-448, 448).to(torch.float8_e4m3fn).float(), scale
+
+
 class Emulator:
     """A Llama forward in torch whose rounding points are chosen: 'faithful' or 'loose' (see the docstring)."""
 
-    def __init__(self, cfg, state, theta, accumulate=torch.float32):
-        self.c, self.sd, self.acc = cfg, state, accumulate
+    def __init__(self, cfg, state, theta, accumulate=torch.float32, fp8=False):
+        self.c, self.sd, self.acc, self.fp8 = cfg, state, accumulate, fp8
+        self.codes = {}  # id(weight) -> (E4M3 values as float32, scale)
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.dim = cfg.hidden_size // self.heads
         self.inv_freq = 1.0 / (theta ** (torch.arange(0, self.dim, 2, dtype=torch.int64).float() / self.dim))
 
-    def lin(self, x, w):
+    def lin(self, x, w, quantized=True):
+        if self.fp8 and quantized:
+            if id(w) not in self.codes:
+                self.codes[id(w)] = quantize_e4m3(w.float())
+            wq, ws = self.codes[id(w)]
+            xq, xs = quantize_e4m3(x.float())
+            return ((xq @ wq.T) * (xs * ws)).to(BF)
         return (x.to(self.acc) @ w.to(self.acc).T).to(BF)
 
     def rms(self, x, w, mode):
@@ -97,7 +113,7 @@ class Emulator:
             a = F.silu(g) * u if mode == "faithful" else (F.silu(g.float()) * u.float()).to(BF)
             x = x + self.lin(a, sd[p + "mlp.down_proj.weight"])
         h = self.rms(x[-1:], sd["model.norm.weight"], mode)
-        return self.lin(h, sd["lm_head.weight"]).float()[0]
+        return self.lin(h, sd["lm_head.weight"], quantized=False).float()[0]
 
 
 def main():
@@ -107,6 +123,8 @@ def main():
     ap.add_argument("--tokens", type=int, default=320)
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--modes", default="faithful,loose,float32,accumulation",
+                    help="rows to compute, from faithful, loose, float32, accumulation, fp8")
     a = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     cfg, model = build(a.layers, a.hidden, 8, 2, a.hidden * 11 // 4, 92553, a.seed)
@@ -115,7 +133,11 @@ def main():
     f32_model = LlamaForCausalLM(cfg).eval()
     f32_model.load_state_dict({k: v.float() for k, v in state.items()})
     emu32, emu64 = Emulator(cfg, state, 1e6), Emulator(cfg, state, 1e6, torch.float64)
-    rows = {name: [0.0, 0] for name in ("faithful", "loose", "float32", "accumulation only")}
+    emu_fp8 = Emulator(cfg, state, 1e6, fp8=True)
+    modes = a.modes.split(",")
+    names = {"faithful": "faithful", "loose": "loose", "float32": "float32", "accumulation": "accumulation only",
+             "fp8": "fp8"}
+    rows = {names[m]: [0.0, 0] for m in modes}
 
     def record(name, out, ref):
         rows[name][0] += ((out - ref).abs().mean() / ref.abs().mean()).item()
@@ -126,11 +148,17 @@ def main():
         for n in range(a.requests):
             ids = torch.randint(0, cfg.vocab_size, (a.tokens,), generator=gen)
             ref = ref_model(ids[None]).logits[0, -1].float()
-            faithful = emu32.logits(ids, "faithful")
-            record("faithful", faithful, ref)
-            record("loose", emu32.logits(ids, "loose"), ref)
-            record("float32", f32_model(ids[None]).logits[0, -1].float(), ref)
-            record("accumulation only", emu64.logits(ids, "faithful"), faithful)
+            faithful = emu32.logits(ids, "faithful") if "faithful" in modes or "accumulation" in modes else None
+            if "faithful" in modes:
+                record("faithful", faithful, ref)
+            if "loose" in modes:
+                record("loose", emu32.logits(ids, "loose"), ref)
+            if "float32" in modes:
+                record("float32", f32_model(ids[None]).logits[0, -1].float(), ref)
+            if "accumulation" in modes:
+                record("accumulation only", emu64.logits(ids, "faithful"), faithful)
+            if "fp8" in modes:
+                record("fp8", emu_fp8.logits(ids, "faithful"), ref)
             print(f"request {n + 1}/{a.requests} done", flush=True)
     print(f"\n{a.layers} layers, hidden {a.hidden}, {a.tokens} tokens, {a.requests} requests (torch {torch.__version__})")
     print("| compared | against | mean rel logit error | argmax agrees |")
