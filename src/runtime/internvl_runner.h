@@ -28,7 +28,8 @@ struct RunnerOptions {
   // the backend supports them. Adds one scratch KV block (not counted in num_kv_blocks()) for padding rows.
   bool decode_graphs = false;
   // Replay the ViT + projector of a tile batch as a recording per tile-count bucket (VisionEncoder pads the
-  // batch to the bucket). Off by default: not yet measured on a GPU.
+  // batch to the bucket). Off by default: on the H200 it did not pay at 48-tile batches (516.8 QPM against
+  // 520.1-525.1 without, bench/results/2026-11-29-h200-vit-graphs-ab.md).
   bool vit_graphs = false;
   // FP8 W8A8 for the LLM's projections (qkv, o, gate_up, down): E4M3 weights with one scale per tensor,
   // activations quantized per step with a dynamic per-tensor scale (Backend::linear_fp8).

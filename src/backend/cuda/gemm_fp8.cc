@@ -15,10 +15,12 @@ LtFp8Gemm::~LtFp8Gemm() {
 // As in LtGemm: row-major y[M,N] = x[M,K] w[N,K]^T is column-major y^T[N,M] = w^T x^T, A = w (op T), B = x (op
 // N), both with leading dimension K: the "TN" layout that Hopper's FP8 kernels require.
 //
-// The scale (and bias) pointers go into the descriptor before the heuristic is asked: cuBLASLt 13 picks FP8
-// algorithms for the scaling it sees, and an algorithm chosen without scale pointers is refused (status 15,
-// NOT_SUPPORTED) once they are set. Outside a graph capture the candidates are launched in the heuristic's order
-// on the real operands and the first one cuBLASLt accepts is kept.
+// The first version asked the heuristic before setting the scale pointers, told it nothing of the operands'
+// alignment and kept the scale 4 bytes into its buffer; on the H200 (cuBLASLt 13) every launch then failed with
+// status 15 (NOT_SUPPORTED). Now, as every FP8 user of cuBLASLt does, the scale (and bias) pointers go into the
+// descriptor before the heuristic is asked, the alignment preferences are set, the scale sits 16 bytes in, and
+// outside a graph capture the candidates are launched in the heuristic's order on the real operands and the first
+// one cuBLASLt accepts is kept. (Which of these cuBLASLt needed was not isolated: the fixed path passed at once.)
 LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
   const auto key = std::make_tuple(o.m, o.n, o.k, int(o.epilogue));
   auto it = plans_.find(key);
