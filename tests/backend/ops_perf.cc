@@ -247,7 +247,7 @@ std::unique_ptr<Perf> perf_with_skinny(bool on) {
 void skinny_gemms(Perf& p) {
   const cuda::SkinnyGemmDevice device = cuda::prepare_skinny_gemm(0);
   if (!device.usable()) {
-    std::printf("skinny GEMM: this device has no thread block clusters; skipped\n");
+    std::printf("skinny GEMM: no thread block clusters, or not built for sm_90a (wgmma); skipped\n");
     return;
   }
   std::unique_ptr<Perf> sk = perf_with_skinny(true), lt = perf_with_skinny(false);

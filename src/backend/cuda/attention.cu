@@ -165,14 +165,15 @@ void launch_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cuda
   return launch_config<V<128>>(p, num_seqs, max_q_len, stream);
 }
 
-// A 2-D tensor map over a row-major bf16 matrix [rows, cols], read in boxes of 64 columns x box_rows rows that
-// land 128-byte swizzled (the layout attention_wgmma.cuh's tiles have); reads past the end are zeros.
-CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows) {
+}  // namespace
+
+CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows,
+                       CUtensorMapL2promotion promotion) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
     FOVEA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
-    FOVEA_CHECK(found == cudaDriverEntryPointSuccess && fn, "attention: the driver has no cuTensorMapEncodeTiled");
+    FOVEA_CHECK(found == cudaDriverEntryPointSuccess && fn, "tensor map: the driver has no cuTensorMapEncodeTiled");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
   CUtensorMap map{};
@@ -180,12 +181,13 @@ CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t 
   const cuuint32_t box[2] = {64, box_rows}, element_strides[2] = {1, 1};
   const CUresult result =
       encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  FOVEA_CHECK(result == CUDA_SUCCESS, "attention: cuTensorMapEncodeTiled failed (", int(result), ") for ", rows,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  FOVEA_CHECK(result == CUDA_SUCCESS, "tensor map: cuTensorMapEncodeTiled failed (", int(result), ") for ", rows,
               " x ", cols);
   return map;
 }
+
+namespace {
 
 // Whether a TMA configuration with kKeys-key tiles can serve this problem (else its cp.async twin runs).
 bool tma_fits(const AttentionProblem& p, int keys) {
@@ -342,14 +344,8 @@ __global__ void wgmma_probe(int* built_for_sm90a) {
 #endif
 }
 
-void prepare_attention_kernels() {
-  set_smem_limits<PrefillConfig>();
-  set_smem_limits<DecodeConfig>();
-  prepare_split_decode_kernels();
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D64")) g_forced_wgmma64 = std::atoi(v);
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D128")) g_forced_wgmma128 = std::atoi(v);
-  // Whether the kernels were compiled for sm_90a is known only on the device: ask a one-thread kernel once.
+// Whether the kernels were compiled for sm_90a is known only on the device: ask a one-thread kernel.
+bool built_for_sm90a() {
   int* flag = nullptr;
   FOVEA_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));
   wgmma_probe<<<1, 1>>>(flag);
@@ -357,7 +353,17 @@ void prepare_attention_kernels() {
   const cudaError_t launched = cudaGetLastError();
   if (launched == cudaSuccess) FOVEA_CUDA_CHECK(cudaMemcpy(&built, flag, sizeof(int), cudaMemcpyDeviceToHost));
   FOVEA_CUDA_CHECK(cudaFree(flag));
-  g_wgmma_built = launched == cudaSuccess && built == 1;
+  return launched == cudaSuccess && built == 1;
+}
+
+void prepare_attention_kernels() {
+  set_smem_limits<PrefillConfig>();
+  set_smem_limits<DecodeConfig>();
+  prepare_split_decode_kernels();
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D64")) g_forced_wgmma64 = std::atoi(v);
+  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D128")) g_forced_wgmma128 = std::atoi(v);
+  g_wgmma_built = built_for_sm90a();
   if (g_wgmma_built) {
     set_wgmma_limits<Wgmma21>();
     set_wgmma_limits<Wgmma22>();

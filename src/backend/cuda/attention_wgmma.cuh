@@ -422,7 +422,15 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
+// A 2-D tensor map over a row-major bf16 matrix [rows, cols], read in boxes of 64 columns x box_rows rows that
+// land 128-byte swizzled (the layout of this file's tiles); reads past the end are zeros. Host side, in
+// attention.cu; gemm_skinny.cu's weight maps use it too.
+CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows,
+                       CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
+
 // 1 when this binary's attention kernels were built for sm_90a (wgmma available), written by a one-thread probe.
 __global__ void wgmma_probe(int* built_for_sm90a);
+// Runs the probe once (outside graph captures): whether this binary's wgmma kernels exist (attention.cu).
+bool built_for_sm90a();
 
 }  // namespace fovea::cuda

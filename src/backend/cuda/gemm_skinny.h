@@ -1,9 +1,10 @@
 // The "skinny" GEMM of decode steps: y[M, N] = x[M, K] · W[N, K]^T with M <= 64, bf16 in and out, f32
 // accumulation, no bias or activation. At such M the op is bound by reading W once from memory; cuBLASLt leaves
 // much of the bandwidth unused when N gives fewer 128-wide output tiles than there are multiprocessors (the
-// decoder's wqkv and wo). This kernel streams W through shared memory with cp.async and splits K over a thread
-// block cluster so that every shape fills the GPU; the splits' partial sums are added through distributed shared
-// memory in a fixed order (deterministic, no workspace, one kernel, graph-capturable). See gemm_skinny.cu.
+// decoder's wqkv and wo). This kernel (sm_90a: wgmma, one m64n128 tile per block) streams W through shared
+// memory with the tensor memory accelerator and splits K over a thread block cluster so that every shape fills the
+// GPU; the splits' partial sums are added through distributed shared memory in a fixed order (deterministic, no
+// workspace, one kernel, graph-capturable). See gemm_skinny.cu.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,7 +25,7 @@ inline bool skinny_gemm_supported(int64_t m, int64_t n, int64_t k) {
          k % kSkinnyTileK == 0 && n <= int64_t(kSkinnyTileN) * 65535 && k <= (int64_t(1) << 30);
 }
 
-// The kernel copies 16 bytes at a time: row views (Tensor::rows) may start less aligned than cudaMalloc's blocks.
+// The tensor maps want 16-byte aligned bases: row views (Tensor::rows) may start less aligned than cudaMalloc's.
 inline bool skinny_gemm_aligned(const void* x, const void* w, const void* y) {
   return ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y)) & 15u) == 0;
 }
@@ -32,7 +33,7 @@ inline bool skinny_gemm_aligned(const void* x, const void* w, const void* y) {
 // What the launcher needs to know about the device, found once by prepare_skinny_gemm outside graph captures.
 struct SkinnyGemmDevice {
   // Clusters of each size (index = splits) that the device holds at once; all 0 where clusters are missing
-  // (before sm_90), and then the kernel must not be used.
+  // (before sm_90) or the binary was not built for sm_90a (no wgmma), and then the kernel must not be used.
   int max_clusters[kSkinnyMaxSplits + 1] = {};
   bool usable() const { return max_clusters[1] > 0; }
 };
