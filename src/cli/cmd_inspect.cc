@@ -1,11 +1,14 @@
 // fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png]: prints the grid, tiles and image tokens each
 // tiling policy spends on the image, and draws both grids over it (official in red, compact in blue dashes).
+// fovea inspect --model DIR: prints what the loader reads from the checkpoint's config (sizes, tiles,
+// quantization); with an IMAGE too, both.
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/command.h"
 #include "image/encode.h"
 #include "image/preprocess.h"
+#include "model/model_desc.h"
 
 namespace fovea {
 namespace {
@@ -43,11 +46,45 @@ void draw_grid(RgbImage& image, const PolicyGrid& grid, const uint8_t rgb[3], bo
   }
 }
 
+const char* llm_arch_name(LlmArch arch) {
+  switch (arch) {
+    case LlmArch::InternLM2:
+      return "InternLM2";
+    case LlmArch::Llama:
+      return "Llama";
+    case LlmArch::Qwen2:
+      return "Qwen2";
+  }
+  return "?";
+}
+
+void print_model(const std::string& dir) {
+  const ModelDesc d = load_model_desc(dir);
+  const VisionConfig& v = d.vision;
+  const LlmConfig& l = d.llm;
+  std::printf("%s: %s format\n", dir.c_str(),
+              d.format == CheckpointFormat::InternVLChat ? "internvl_chat" : "internvl");
+  std::printf("  vision  %d px tiles, patch %d, hidden %d, %d layers, %d heads, mlp %d\n", v.image_size, v.patch_size,
+              v.hidden, v.layers, v.heads, v.mlp);
+  std::printf("  llm     %s, hidden %d, %d layers, %d heads (%d kv, dim %d), ffn %d, vocab %d\n", llm_arch_name(l.arch),
+              l.hidden, l.layers, l.heads, l.kv_heads, l.head_dim, l.ffn, l.vocab);
+  std::printf("  tiles   %d..%d%s\n", d.min_dynamic_tiles, d.max_dynamic_tiles, d.use_thumbnail ? " + thumbnail" : "");
+  const CheckpointQuantization& q = d.quantization;
+  if (q.packed()) {
+    std::printf("  weights %s, dequantized to bf16 at load (%s)\n", q.describe().c_str(), q.source.c_str());
+  } else {
+    std::printf("  weights as stored (no quantization_config)\n");
+  }
+}
+
 int run_inspect(const std::vector<std::string>& argv) {
   const Args args(argv);
-  args.allow_only({"--max-tiles", "--exif", "--out"});
-  FOVEA_CHECK(args.positional().size() == 1,
-              "usage: fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png]");
+  args.allow_only({"--max-tiles", "--exif", "--out", "--model"});
+  const std::string model = args.get("--model");
+  FOVEA_CHECK(args.positional().size() == 1 || (args.positional().empty() && !model.empty()),
+              "usage: fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png] | fovea inspect --model DIR");
+  if (!model.empty()) print_model(model);
+  if (args.positional().empty()) return 0;
   const std::string path = args.positional()[0];
   PreprocessOptions options;
   options.max_tiles = args.get_int("--max-tiles", options.max_tiles);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/safetensors_writer.h"
+#include "model/w4_pack.h"
 #include "tokenizer/demo_tokenizer.h"
 
 namespace fovea {
@@ -36,9 +37,22 @@ class DemoRng {
   uint64_t state_;
 };
 
+// Act-order's g_idx: the rows of a random permutation, grouped `group` at a time in permutation order (GPTQ
+// quantizes columns in descending activation order and stores each row's group; any order is valid).
+std::vector<int32_t> shuffled_groups(DemoRng& rng, int64_t rows, int64_t group) {
+  std::vector<int64_t> perm(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) perm[size_t(i)] = i;
+  for (int64_t i = rows - 1; i > 0; --i) std::swap(perm[size_t(i)], perm[size_t(rng.next() % uint64_t(i + 1))]);
+  std::vector<int32_t> g_idx(static_cast<size_t>(rows));
+  for (int64_t p = 0; p < rows; ++p) g_idx[size_t(perm[size_t(p)])] = int32_t(p / group);
+  return g_idx;
+}
+
 struct Writer {
   DemoRng rng;
   std::vector<NamedTensor> tensors;
+  WeightQuantMethod quantize = WeightQuantMethod::None;
+  DemoRng order_rng{0};  // act-order permutations; separate so the weights stay those of the dense demo
 
   void add(const std::string& name, Shape shape, float mean, float std) {
     Tensor t = Tensor::host(DType::BF16, std::move(shape));
@@ -47,6 +61,24 @@ struct Writer {
     tensors.push_back({name, std::move(t)});
   }
   void matrix(const std::string& name, Shape shape) { add(name, std::move(shape), 0.0f, 0.02f); }
+  // An LLM linear "<prefix>.weight" [out, in]: dense, or the same values packed to 4 bits.
+  void linear(const std::string& prefix, int64_t out, int64_t in) {
+    matrix(prefix + ".weight", {out, in});
+    if (quantize == WeightQuantMethod::None) return;
+    const Tensor dense = tensors.back().tensor.to_f32();
+    tensors.pop_back();
+    const int64_t group = DemoModelShape::kQuantGroup;
+    PackedW4Linear packed;
+    if (quantize == WeightQuantMethod::Awq) {
+      packed = pack_awq(dense.ptr<float>(), out, in, group);
+    } else {
+      packed = pack_gptq(dense.ptr<float>(), out, in, shuffled_groups(order_rng, in, group), in / group, true);
+    }
+    tensors.push_back({prefix + ".qweight", packed.qweight});
+    tensors.push_back({prefix + ".qzeros", packed.qzeros});
+    tensors.push_back({prefix + ".scales", packed.scales});
+    if (!packed.g_idx.empty()) tensors.push_back({prefix + ".g_idx", packed.g_idx});
+  }
   void bias(const std::string& name, int64_t n) { add(name, {n}, 0.0f, 0.02f); }
   void norm(const std::string& name, int64_t n) { add(name, {n}, 1.0f, 0.0f); }
 };
@@ -88,11 +120,11 @@ void add_llm(Writer& w, int vocab) {
   w.matrix("language_model.model.tok_embeddings.weight", {vocab, h});
   for (int l = 0; l < S::kLlmLayers; ++l) {
     const std::string b = "language_model.model.layers." + std::to_string(l) + ".";
-    w.matrix(b + "attention.wqkv.weight", {(S::kLlmHeads + 2 * S::kLlmKvHeads) * d, h});
-    w.matrix(b + "attention.wo.weight", {h, h});
-    w.matrix(b + "feed_forward.w1.weight", {f, h});
-    w.matrix(b + "feed_forward.w3.weight", {f, h});
-    w.matrix(b + "feed_forward.w2.weight", {h, f});
+    w.linear(b + "attention.wqkv", (S::kLlmHeads + 2 * S::kLlmKvHeads) * d, h);
+    w.linear(b + "attention.wo", h, h);
+    w.linear(b + "feed_forward.w1", f, h);
+    w.linear(b + "feed_forward.w3", f, h);
+    w.linear(b + "feed_forward.w2", h, f);
     w.norm(b + "attention_norm.weight", h);
     w.norm(b + "ffn_norm.weight", h);
   }
@@ -100,7 +132,20 @@ void add_llm(Writer& w, int vocab) {
   w.matrix("language_model.output.weight", {vocab, h});
 }
 
-nlohmann::ordered_json demo_config(int vocab) {
+// The keys AutoAWQ / LMDeploy (awq) and transformers' GPTQConfig (gptq) write; see model/quantization.cc.
+nlohmann::ordered_json demo_quantization_config(WeightQuantMethod method) {
+  if (method == WeightQuantMethod::Awq)
+    return {{"quant_method", "awq"},
+            {"version", "gemm"},
+            {"bits", 4},
+            {"group_size", S::kQuantGroup},
+            {"zero_point", true}};
+  return {{"quant_method", "gptq"},     {"bits", 4},   {"group_size", S::kQuantGroup},
+          {"desc_act", true},           {"sym", true}, {"true_sequential", true},
+          {"checkpoint_format", "gptq"}};
+}
+
+nlohmann::ordered_json demo_config(int vocab, WeightQuantMethod quantize) {
   nlohmann::ordered_json vision = {{"architectures", {"InternVisionModel"}},
                                    {"model_type", "intern_vit_6b"},
                                    {"hidden_size", S::kVisionHidden},
@@ -131,20 +176,23 @@ nlohmann::ordered_json demo_config(int vocab) {
                                 {"rope_scaling", {{"type", "dynamic"}, {"factor", 2.0}}},
                                 {"bos_token_id", 1},
                                 {"eos_token_id", 2}};
-  return {{"architectures", {"InternVLChatModel"}},
-          {"model_type", "internvl_chat"},
-          {"template", "internlm2-chat"},
-          {"downsample_ratio", 0.5},
-          {"dynamic_image_size", true},
-          {"force_image_size", kImage},
-          {"max_dynamic_patch", 12},
-          {"min_dynamic_patch", 1},
-          {"use_thumbnail", true},
-          {"ps_version", "v2"},
-          {"select_layer", -1},
-          {"torch_dtype", "bfloat16"},
-          {"llm_config", llm},
-          {"vision_config", vision}};
+  if (quantize == WeightQuantMethod::Awq) llm["quantization_config"] = demo_quantization_config(quantize);
+  nlohmann::ordered_json config = {{"architectures", {"InternVLChatModel"}},
+                                   {"model_type", "internvl_chat"},
+                                   {"template", "internlm2-chat"},
+                                   {"downsample_ratio", 0.5},
+                                   {"dynamic_image_size", true},
+                                   {"force_image_size", kImage},
+                                   {"max_dynamic_patch", 12},
+                                   {"min_dynamic_patch", 1},
+                                   {"use_thumbnail", true},
+                                   {"ps_version", "v2"},
+                                   {"select_layer", -1},
+                                   {"torch_dtype", "bfloat16"},
+                                   {"llm_config", llm},
+                                   {"vision_config", vision}};
+  if (quantize == WeightQuantMethod::Gptq) config["quantization_config"] = demo_quantization_config(quantize);
+  return config;
 }
 
 // Real InternVL2 checkpoints list their special tokens here; the loader reads the ids from this file.
@@ -182,7 +230,7 @@ constexpr const char* kReadme =
 
 }  // namespace
 
-void write_demo_model(const std::string& dir, uint64_t seed) {
+void write_demo_model(const std::string& dir, uint64_t seed, WeightQuantMethod quantize) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   FOVEA_CHECK(fs::is_directory(dir), "cannot create directory ", dir, ec ? ": " + ec.message() : "");
@@ -190,13 +238,18 @@ void write_demo_model(const std::string& dir, uint64_t seed) {
   const DemoTokenizerIds ids = write_demo_sentencepiece_model((root / "tokenizer.model").string());
   FOVEA_CHECK(ids.vocab_size > 0, "demo tokenizer reports an empty vocabulary");
 
-  Writer w{DemoRng(seed), {}};
+  Writer w{DemoRng(seed), {}, quantize, DemoRng(seed + 0x5eed)};
   add_vision(w);
   add_llm(w, ids.vocab_size);
   write_safetensors((root / "model.safetensors").string(), w.tensors, {{"format", "pt"}});
-  write_text(root / "config.json", demo_config(ids.vocab_size).dump(2) + "\n");
+  write_text(root / "config.json", demo_config(ids.vocab_size, quantize).dump(2) + "\n");
   write_text(root / "tokenizer_config.json", demo_tokenizer_config(ids).dump(2) + "\n");
-  write_text(root / "README.txt", kReadme);
+  std::string readme = kReadme;
+  if (quantize != WeightQuantMethod::None)
+    readme += "quantized: the LLM layers' linears are 4-bit " +
+              std::string(quantize == WeightQuantMethod::Awq ? "AWQ" : "GPTQ") + " (round-to-nearest, group " +
+              std::to_string(S::kQuantGroup) + "), see quantization_config\n";
+  write_text(root / "README.txt", readme);
 }
 
 }  // namespace fovea

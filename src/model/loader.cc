@@ -14,7 +14,8 @@ const Tensor& ModelWeights::get(const std::string& name) const {
 LoadedModel load_model(const std::string& dir) {
   LoadedModel model;
   model.desc = load_model_desc(dir);
-  const SafetensorsSet set(dir);
+  SafetensorsSet set(dir);
+  set.set_quantization(model.desc.quantization);  // packed 4-bit linears read as dequantized X.weight
   map_vision_weights(set, model.desc, &model.weights);
   map_projector_weights(set, model.desc, &model.weights);
   map_llm_weights(set, model.desc, &model.weights);

@@ -219,6 +219,7 @@ ModelDesc load_model_desc(const std::string& dir) {
               d.vision.downsample_ratio, " is not supported (only 0.5)");
   FOVEA_CHECK(d.min_dynamic_tiles >= 1 && d.max_dynamic_tiles >= d.min_dynamic_tiles, path.string(),
               ": bad dynamic tile range [", d.min_dynamic_tiles, ", ", d.max_dynamic_tiles, "]");
+  d.quantization = read_checkpoint_quantization(root);
   resolve_special_tokens(dir, &d);
   return d;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/quantization.h"
 
 namespace fovea {
 
@@ -73,6 +74,8 @@ struct ModelDesc {
   int bos_id = 1;              // -1 when the template adds none
   std::vector<int> eos_ids;    // generation stops on any of these
   std::string dir;             // checkpoint directory (tokenizer files live here)
+  // config.json's quantization_config: 4-bit AWQ / GPTQ linears are dequantized to bf16 at load (none: dense).
+  CheckpointQuantization quantization;
 };
 
 struct ModelWeights {

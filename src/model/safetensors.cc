@@ -11,6 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/w4_dequant.h"
+
 namespace fovea {
 namespace fs = std::filesystem;
 namespace {
@@ -209,8 +211,35 @@ std::string SafetensorsSet::describe() const {
 
 Tensor SafetensorsSet::get(const std::string& name) const {
   const auto it = owner_.find(name);
-  FOVEA_CHECK(it != owner_.end(), describe(), ": missing tensor ", name);
-  return files_[it->second]->tensor(name);
+  if (it != owner_.end()) return files_[it->second]->tensor(name);
+  const std::string prefix = packed_prefix(name);
+  FOVEA_CHECK(!prefix.empty(), describe(), ": missing tensor ", name);
+  return dequantized(prefix);
+}
+
+std::string SafetensorsSet::packed_prefix(const std::string& name) const {
+  static const std::string suffix = ".weight";
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
+  if (owner_.count(name) != 0) return "";
+  std::string prefix = name.substr(0, name.size() - suffix.size());
+  return owner_.count(prefix + ".qweight") != 0 ? prefix : "";
+}
+
+Tensor SafetensorsSet::dequantized(const std::string& prefix) const {
+  const std::string where = str(file_of(prefix + ".qweight"), ": ", prefix);
+  FOVEA_CHECK(quantization_.packed(), where,
+              ".qweight is a packed 4-bit weight, but config.json has no quantization_config (awq or gptq) "
+              "saying how it is packed");
+  auto part = [&](const char* suffix) {
+    const std::string name = prefix + suffix;
+    FOVEA_CHECK(has(name), where, suffix, " is missing (", quantization_.describe(), " stores ", prefix,
+                ".qweight, .qzeros and .scales)");
+    return get(name);
+  };
+  PackedW4Linear packed{part(".qweight"), part(".qzeros"), part(".scales"), {}};
+  if (has(prefix + ".g_idx")) packed.g_idx = get(prefix + ".g_idx");
+  // bf16: what the GPU keeps anyway (its upload would round an f32 copy the same way), at half the host memory.
+  return dequantize_w4(packed, quantization_, DType::BF16, where);
 }
 
 Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const {
@@ -222,7 +251,9 @@ Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const
 
 std::string SafetensorsSet::file_of(const std::string& name) const {
   const auto it = owner_.find(name);
-  return it == owner_.end() ? "" : files_[it->second]->path();
+  if (it != owner_.end()) return files_[it->second]->path();
+  const std::string prefix = packed_prefix(name);
+  return prefix.empty() ? "" : file_of(prefix + ".qweight");
 }
 
 std::vector<std::string> SafetensorsSet::names() const {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "model/quantization.h"
 
 namespace fovea {
 
@@ -40,23 +41,34 @@ class SafetensorsFile {
 
 // All tensors of a checkpoint directory: model.safetensors.index.json (sharded) if present, else
 // model.safetensors, else every *.safetensors in the directory. A tensor named twice is an error.
+//
+// 4-bit checkpoints (AWQ, GPTQ) store a linear "X.weight" as X.qweight, X.qzeros, X.scales (GPTQ: X.g_idx). With
+// set_quantization(the config's), such an X.weight exists for has() and get() returns it dequantized to a bf16
+// [out, in] tensor (model/w4_dequant.h), so the weight maps read packed and plain checkpoints alike.
 class SafetensorsSet {
  public:
   explicit SafetensorsSet(const std::string& dir);
 
-  bool has(const std::string& name) const { return owner_.count(name) != 0; }
+  void set_quantization(const CheckpointQuantization& q) { quantization_ = q; }
+  bool has(const std::string& name) const { return owner_.count(name) != 0 || is_packed_weight(name); }
   // Throws naming the tensor and the file(s) it should have been in.
   Tensor get(const std::string& name) const;
   // get() plus a shape check whose error names the file and the tensor.
   Tensor get(const std::string& name, const Shape& expected) const;
-  std::string file_of(const std::string& name) const;  // the file holding the tensor ("" when absent)
+  // The file holding the tensor, for a packed X.weight the one holding X.qweight ("" when absent).
+  std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;
   std::string describe() const;  // the file(s), for error messages
   std::vector<std::shared_ptr<void>> keep_alive() const;
 
  private:
   void add_file(const std::string& path);
+  // "X" when `name` is "X.weight", absent, and X.qweight present; else "".
+  std::string packed_prefix(const std::string& name) const;
+  bool is_packed_weight(const std::string& name) const { return !packed_prefix(name).empty(); }
+  Tensor dequantized(const std::string& prefix) const;
   std::string dir_;
+  CheckpointQuantization quantization_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::map<std::string, size_t> owner_;  // tensor name -> index in files_
 };

@@ -10,21 +10,10 @@
 namespace fovea {
 namespace {
 
+using test::expect_error;
 using test::safetensors_bytes;
 using test::ScratchDir;
 using test::write_bytes;
-
-// Runs `body`, expects a fovea::Error whose message contains every one of `parts`.
-template <typename Body>
-void expect_error(Body body, const std::vector<std::string>& parts) {
-  try {
-    body();
-    FAIL() << "no error; expected one mentioning " << parts[0];
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
-  }
-}
 
 TEST(Safetensors, ReadsWhatTheWriterWrote) {
   ScratchDir dir("roundtrip");

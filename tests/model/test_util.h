@@ -1,10 +1,13 @@
 // Helpers for the model tests: scratch directories, raw safetensors bytes, copies of the golden checkpoints.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/safetensors_writer.h"
 
 namespace fovea::test {
@@ -38,5 +41,17 @@ void copy_checkpoint(const std::string& src, const std::string& dst,
 void edit_config(const std::string& dir, const std::function<void(std::string&)>& edit);
 
 Tensor f32_tensor(Shape shape, float start);  // start, start+1, ... (distinct values)
+
+// Runs `body`, expects a fovea::Error whose message contains every one of `parts`.
+template <typename Body>
+void expect_error(Body body, const std::vector<std::string>& parts) {
+  try {
+    body();
+    FAIL() << "no error; expected one mentioning " << parts[0];
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    for (const auto& p : parts) EXPECT_NE(message.find(p), std::string::npos) << "'" << p << "' not in: " << message;
+  }
+}
 
 }  // namespace fovea::test
