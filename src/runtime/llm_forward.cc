@@ -96,22 +96,14 @@ void LlmForward::embed(int tokens, const std::vector<VisionSegment>& vision, con
   }
 }
 
-void LlmForward::project(const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y) {
-  if (w8.empty()) {
-    be_.linear(x, w, bias, y);
-  } else {
-    be_.linear_fp8(x, w8.codes, w8.scale, bias, y);
-  }
-}
-
 void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
   const int64_t slice = gate_up_.dim(0);
   for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
     const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
     Tensor gate_up = gate_up_.rows(0, r1 - r0), act = act_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
-    project(normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, Tensor{}, gate_up);
+    apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, Tensor{}, gate_up);
     be_.silu_mul(gate_up, act);
-    project(act, w.down_w, w.down8, Tensor{}, out);
+    apply_linear(be_, act, w.down_w, w.down8, Tensor{}, out);
   }
 }
 
@@ -126,11 +118,11 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   } else {
     be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
   }
-  project(normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
+  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
   be_.rope_kv_write(qkv, positions_.rows(0, tokens), slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim,
                     c.rope_theta, kv.layers[size_t(index)]);
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
-  project(attn, w.o_w, w.o8, Tensor{}, branch);
+  apply_linear(be_, attn, w.o_w, w.o8, Tensor{}, branch);
   be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
   mlp(w, tokens);
 }

@@ -51,8 +51,6 @@ class LlmForward {
   void embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool);
   void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
   void mlp(const LlmLayerWeights& w, int tokens);
-  // y = x · w^T (+ bias) through the FP8 linear when the layer's weights were quantized (w8), else the bf16 one.
-  void project(const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y);
   void record_decode(const StepPlan& padded, KvCache& kv);
   void final_norm(int tokens, int samples);
   void head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results);

@@ -66,12 +66,6 @@ Tensor VisionEncoder::rgb_tiles(int tiles) const {
   return rgb_.rows(0, tiles);
 }
 
-void VisionEncoder::linear(const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
-                           Activation act) {
-  if (w8.empty()) be_.linear(x, w, bias, y, act);
-  else be_.linear_fp8(x, w8.codes, w8.scale, bias, y, act);
-}
-
 void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t rows = int64_t(tiles) * v.tokens();
@@ -79,14 +73,14 @@ void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
   Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
   // x += ls1 * proj(attention(norm1(x)))
   be_.layer_norm(x, w.norm1_w, w.norm1_b, v.norm_eps, normed);
-  linear(normed, w.qkv_w, w.qkv8, w.qkv_b, qkv, Activation::None);
+  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
   be_.attention_dense(qkv, tiles, v.tokens(), v.heads, v.hidden / v.heads, attn);
-  linear(attn, w.proj_w, w.proj8, w.proj_b, branch, Activation::None);
+  apply_linear(be_, attn, w.proj_w, w.proj8, w.proj_b, branch);
   be_.scale_add(x, branch, w.ls1);
   // x += ls2 * fc2(gelu(fc1(norm2(x))))
   be_.layer_norm(x, w.norm2_w, w.norm2_b, v.norm_eps, normed);
-  linear(normed, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
-  linear(mlp, w.fc2_w, w.fc2_8, w.fc2_b, branch, Activation::None);
+  apply_linear(be_, normed, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
+  apply_linear(be_, mlp, w.fc2_w, w.fc2_8, w.fc2_b, branch);
   be_.scale_add(x, branch, w.ls2);
 }
 

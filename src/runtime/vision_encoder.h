@@ -48,8 +48,6 @@ class VisionEncoder {
 
  private:
   void vit_layer(const VitLayerWeights& w, int tiles);
-  // be_.linear, or be_.linear_fp8 when the layer's weights were quantized (w8 set, w empty).
-  void linear(const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y, Activation act);
   void project(int tiles);
   void run_ops(int tiles, PixelInput input);
   Tensor alloc(DType dtype, const Shape& shape);

@@ -133,6 +133,12 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
 
 }  // namespace
 
+void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
+                  Activation act) {
+  if (w8.empty()) be.linear(x, w, bias, y, act);
+  else be.linear_fp8(x, w8.codes, w8.scale, bias, y, act);
+}
+
 DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit) {
   WeightUploader up(model.weights, backend);
   DeviceWeights w;

@@ -15,6 +15,10 @@ struct Fp8Linear {
   bool empty() const { return codes.empty(); }
 };
 
+// y = act(x · W^T + bias) through be.linear, or be.linear_fp8 when the weight was quantized (w8 set, w empty).
+void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
+                  Activation act = Activation::None);
+
 // With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
 struct VitLayerWeights {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;

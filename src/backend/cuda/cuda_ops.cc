@@ -42,9 +42,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear output") == m, "linear: output ", shape_str(y.shape),
               " for input ", shape_str(x.shape));
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear bias");
-  const bool gelu = act == Activation::Gelu;
-  const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
-                                             : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
+  const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   if (skinny_gemm_ && epilogue == GemmEpilogue::None && skinny_gemm_supported(m, n, k) &&
       skinny_gemm_aligned(x.data, w.data, y.data)) {  // decode-sized: stream W (gemm_skinny.h)
@@ -73,9 +71,7 @@ void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
   uint8_t* activation = fp8_activation_buffer(size_t(m) * size_t(k));
   if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
-  const bool gelu = act == Activation::Gelu;
-  const GemmEpilogue epilogue = bias.empty() ? (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None)
-                                             : (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias);
+  const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
     return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue));
   });

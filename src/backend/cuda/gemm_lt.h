@@ -27,6 +27,10 @@ namespace fovea::cuda {
 
 enum class GemmEpilogue : int { None, Bias, Gelu, BiasGelu };
 const char* gemm_epilogue_name(GemmEpilogue e);
+// The epilogue of a linear with or without a bias, GELU or not.
+inline GemmEpilogue gemm_epilogue(bool bias, bool gelu) {
+  return bias ? (gelu ? GemmEpilogue::BiasGelu : GemmEpilogue::Bias) : (gelu ? GemmEpilogue::Gelu : GemmEpilogue::None);
+}
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue e);
 
 struct GemmTuning {
