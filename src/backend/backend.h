@@ -34,6 +34,21 @@ struct PagedAttentionBatch {
   int max_ctx_len = 0;
 };
 
+// A 4-bit weight-only (W4A16) linear weight W [N, K], the layout linear_w4 reads (why this layout:
+// backend/cuda/gemm_w4.h; the index arithmetic: backend/w4_layout.h). The loader repacks AWQ / GPTQ checkpoints
+// into it (model/w4_repack.h). Stored column c of W holds input column perm[c] (identity when perm is empty);
+// group g covers stored columns [g * group, (g + 1) * group).
+struct W4Weight {
+  Tensor codes;         // [N, w4::code_words(K)] I32: the 4-bit q of every (n, c), 8 per word (w4_layout.h)
+  Tensor params;        // [N, K / group] I32: each group's scale s (F16 or BF16 bits) and zero point z (w4_layout.h)
+  Tensor perm;          // [K] I32 or empty: GPTQ act-order's column order, groups made contiguous
+  Tensor inverse_perm;  // [K] I32 with perm: inverse_perm[perm[c]] = c
+  int64_t k = 0;        // input features (codes' rows are padded to whole 32-column chunks)
+  int64_t group = 0;    // columns per scale / zero group; divides k
+  int64_t n() const { return codes.empty() ? 0 : codes.dim(0); }
+  bool empty() const { return codes.empty(); }
+};
+
 // Per-channel mean and std of the pixel normalisation (header-only; the image pipeline uses the same struct).
 using NormalizeConstants = normalize_kernels::ChannelConstants;
 
@@ -74,6 +89,13 @@ class Backend {
   // linear. K must be a multiple of 16, N of 8.
   virtual void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
                           Activation act = Activation::None) = 0;
+  // W4A16: y[M,N] = x[M,K] · W^T + bias[N] (bias may be empty), W[n, perm[c]] = bf16(float(q - z) * s) for the
+  // (q, z, s) of stored column c: exactly the bf16 weight model/w4_dequant.h makes of the same checkpoint, so the
+  // result equals linear() on that weight up to the order of the float32 sums. `workspace` is a U8 tensor of at
+  // least linear_w4_workspace_bytes(N, K, group, permuted) bytes on this backend's device, or empty when that is
+  // 0; ops never allocate, so the caller keeps one sized for its largest W4 linear.
+  virtual void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) = 0;
+  virtual size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const = 0;
   // y = (x - mean) / sqrt(var + eps) * gamma + beta, per row of x[M,N].
   virtual void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
   // y = x / sqrt(mean(x^2) + eps) * gamma, per row.

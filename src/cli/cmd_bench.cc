@@ -36,6 +36,8 @@ const char* kUsage =
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "  --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
     "    fp8-all: the ViT's linears too)\n"
+    "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
+    "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -59,7 +61,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--decode-reps", "--help"});
+                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -79,6 +81,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.w4 = args.get("--w4", "auto");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");

@@ -71,7 +71,9 @@ void print_model(const std::string& dir) {
   std::printf("  tiles   %d..%d%s\n", d.min_dynamic_tiles, d.max_dynamic_tiles, d.use_thumbnail ? " + thumbnail" : "");
   const CheckpointQuantization& q = d.quantization;
   if (q.packed()) {
-    std::printf("  weights %s, dequantized to bf16 at load (%s)\n", q.describe().c_str(), q.source.c_str());
+    std::printf("  weights %s (%s)\n", q.describe().c_str(), q.source.c_str());
+    std::printf("  W4A16   on CUDA the LLM's packed linears stay 4-bit on the device (linear_w4); the CPU backend\n"
+                "          and --w4 dequantize load them as bf16\n");
   } else {
     std::printf("  weights as stored (no quantization_config)\n");
   }

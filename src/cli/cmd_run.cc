@@ -25,6 +25,8 @@ const char* kUsage =
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "  --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
     "    fp8-all: the ViT's linears too)\n"
+    "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
+    "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
@@ -46,7 +48,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization",
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4",
                      "--dump-logits", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -60,6 +62,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.w4 = args.get("--w4", "auto");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

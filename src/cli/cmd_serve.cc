@@ -28,6 +28,8 @@ const char* kUsage =
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
     "         --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
     "           fp8-all: the ViT's linears too)\n"
+    "         --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
+    "           (W4A16) or load them as bf16; auto: packed on CUDA)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {
@@ -47,7 +49,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -59,6 +61,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.w4 = args.get("--w4", "auto");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");

@@ -87,6 +87,10 @@ struct EngineConfig {
   // dynamic per-tensor activation scales), or "fp8-all": the ViT layers' linears too (slower on the H200). The
   // patch embedding, the projector and the LM head stay in the checkpoint's dtype.
   std::string quantization = "none";
+  // A 4-bit AWQ / GPTQ checkpoint's LLM linears: "packed" keeps them 4-bit on the device (W4A16, linear_w4),
+  // "dequantize" loads them as bf16, "auto" packs on CUDA and dequantizes on the CPU (whose linear_w4 is the
+  // scalar reference) and whenever --quantization asks for fp8 (which needs them dense).
+  std::string w4 = "auto";
 };
 
 struct EngineStats {

@@ -40,6 +40,36 @@ void log_device_memory(const ModelRunner& runner, const RunnerOptions& opts) {
                m.vision_pool / gib, opts.vision_pool_tiles, m.workspace / gib, m.total() / gib);
 }
 
+// EngineConfig::w4 -> whether a 4-bit checkpoint's LLM linears stay packed (no effect on dense checkpoints).
+bool keep_w4_packed(const EngineConfig& config, bool gpu) {
+  FOVEA_CHECK(config.w4 == "auto" || config.w4 == "packed" || config.w4 == "dequantize", "unknown --w4 '", config.w4,
+              "' (auto, packed, dequantize)");
+  const bool fp8 = config.quantization != "none";
+  FOVEA_CHECK(!(fp8 && config.w4 == "packed"), "--w4 packed and --quantization ", config.quantization,
+              " exclude each other (FP8 quantizes dense weights; use --w4 dequantize)");
+  return config.w4 == "packed" || (config.w4 == "auto" && gpu && !fp8);
+}
+
+// The W4A16 line: how many of the LLM's linears stay 4-bit and what they would take as bf16.
+void log_w4(const ModelRunner& runner) {
+  const auto* internvl = dynamic_cast<const InternVLRunner*>(&runner);
+  if (internvl == nullptr || !internvl->desc().quantization.packed()) return;
+  const RunnerMemory& m = internvl->memory();
+  const W4Loading& w4 = internvl->desc().w4;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  if (!w4.kept_packed) {
+    std::fprintf(stderr, "fovea: %s: 4-bit linears dequantized to bf16 at load (W4A16 off)\n",
+                 internvl->desc().quantization.describe().c_str());
+    return;
+  }
+  std::fprintf(stderr,
+               "fovea: W4A16 (%s): %d LLM linears kept 4-bit on the device, %.2f GiB (%.2f GiB as bf16); %zu "
+               "dequantized to bf16\n",
+               internvl->desc().quantization.describe().c_str(), m.w4_linears, m.w4_bytes / gib,
+               m.w4_bf16_bytes / gib, w4.dequantized.size());
+  for (const std::string& why : w4.dequantized) std::fprintf(stderr, "fovea:   dequantized %s\n", why.c_str());
+}
+
 }  // namespace
 
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -49,9 +79,11 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   FOVEA_CHECK(config.quantization == "none" || config.quantization == "fp8" || config.quantization == "fp8-all",
               "unknown quantization '", config.quantization, "' (none, fp8, fp8-all)");
-  LoadedModel model = load_model(config.model_dir);
   std::unique_ptr<Backend> backend = make_backend(config.backend);
   const bool gpu = backend->device() == Device::CUDA;
+  LoadOptions load;
+  load.keep_w4 = keep_w4_packed(config, gpu);
+  LoadedModel model = load_model(config.model_dir, load);
 
   RunnerOptions opts;
   opts.fp8_llm = config.quantization == "fp8" || config.quantization == "fp8-all";
@@ -87,6 +119,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   impl.config.vision_cache_tiles = cache_tiles;
   impl.runner = make_internvl_runner(std::move(model), std::move(backend), opts);
   log_device_memory(*impl.runner, opts);
+  log_w4(*impl.runner);
   impl.tokenizer = load_tokenizer(config.model_dir);
   impl.start();
 }

@@ -11,14 +11,15 @@ const Tensor& ModelWeights::get(const std::string& name) const {
   return it->second;
 }
 
-LoadedModel load_model(const std::string& dir) {
+LoadedModel load_model(const std::string& dir, const LoadOptions& options) {
   LoadedModel model;
   model.desc = load_model_desc(dir);
   SafetensorsSet set(dir);
   set.set_quantization(model.desc.quantization);  // packed 4-bit linears read as dequantized X.weight
+  model.desc.w4.kept_packed = options.keep_w4 && model.desc.quantization.packed();
   map_vision_weights(set, model.desc, &model.weights);
   map_projector_weights(set, model.desc, &model.weights);
-  map_llm_weights(set, model.desc, &model.weights);
+  map_llm_weights(set, &model.desc, &model.weights);
   // A checkpoint that stores lm_head is not tied, whatever the flags say; the runtime reads this field.
   model.desc.llm.tie_embeddings = model.weights.get("llm.lm_head").data == model.weights.get("llm.embed").data;
   model.weights.keep_alive = set.keep_alive();

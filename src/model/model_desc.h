@@ -15,6 +15,9 @@
 //   llm.L.qkv.weight [(NH + 2*KV)*D, H] rows [all q heads | all k heads | all v heads], llm.L.qkv.bias (Qwen2);
 //   llm.L.o.weight [H, NH*D]; llm.L.ffn_norm [H]; llm.L.gate_up.weight [2F, H] rows [gate | up];
 //   llm.L.down.weight [H, F]; llm.norm [H]; llm.lm_head [V, H] (a copy of llm.embed's handle when tied)
+//   With LoadOptions::keep_w4, a packed projection P (qkv, o, gate_up, down) is llm.L.P.w4.codes
+//   [out, w4::code_words(in)] I32, llm.L.P.w4.params [out, in / group] I32 and, for act-order, llm.L.P.w4.perm
+//   [in] I32 (backend/w4_layout.h) in place of llm.L.P.weight, rows in the same order as the dense weight's.
 #pragma once
 #include <map>
 #include <string>
@@ -60,6 +63,13 @@ struct LlmConfig {
   int max_position = 32768;
 };
 
+// What load_model did with a 4-bit checkpoint's LLM linears (empty for dense checkpoints and load_model_desc).
+struct W4Loading {
+  bool kept_packed = false;  // LoadOptions::keep_w4 on a packed checkpoint
+  int packed_linears = 0;    // canonical linears stored as "<name>.w4.*" (model_desc.h's list)
+  std::vector<std::string> dequantized;  // "<canonical linear>: <why>" for those that could not stay packed
+};
+
 struct ModelDesc {
   CheckpointFormat format = CheckpointFormat::InternVLChat;
   VisionConfig vision;
@@ -74,8 +84,10 @@ struct ModelDesc {
   int bos_id = 1;              // -1 when the template adds none
   std::vector<int> eos_ids;    // generation stops on any of these
   std::string dir;             // checkpoint directory (tokenizer files live here)
-  // config.json's quantization_config: 4-bit AWQ / GPTQ linears are dequantized to bf16 at load (none: dense).
+  // config.json's quantization_config: 4-bit AWQ / GPTQ linears, dequantized to bf16 at load unless
+  // LoadOptions::keep_w4 (none: dense).
   CheckpointQuantization quantization;
+  W4Loading w4;
 };
 
 struct ModelWeights {
@@ -93,7 +105,13 @@ struct LoadedModel {
 // Reads config.json and the safetensors (single file or sharded with model.safetensors.index.json) of `dir`.
 // Every bad input (truncated file, overlapping or out-of-range offsets, unknown dtype, missing tensor, wrong
 // shape, unknown architecture) throws fovea::Error naming the file and the tensor.
-LoadedModel load_model(const std::string& dir);
+struct LoadOptions {
+  // The LLM's packed 4-bit linears (qkv, o, gate_up, down) stay packed, repacked into linear_w4's layout
+  // (model/w4_repack.h) as "llm.L.<linear>.w4.codes" / ".w4.params" (/ ".w4.perm") instead of "...weight"; a
+  // linear that cannot stay exactly packed is dequantized and listed in ModelDesc::w4.
+  bool keep_w4 = false;
+};
+LoadedModel load_model(const std::string& dir, const LoadOptions& options = {});
 ModelDesc load_model_desc(const std::string& dir);  // config only
 
 }  // namespace fovea

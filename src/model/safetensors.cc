@@ -225,7 +225,9 @@ std::string SafetensorsSet::packed_prefix(const std::string& name) const {
   return owner_.count(prefix + ".qweight") != 0 ? prefix : "";
 }
 
-Tensor SafetensorsSet::dequantized(const std::string& prefix) const {
+PackedW4Linear SafetensorsSet::packed(const std::string& weight_name) const {
+  const std::string prefix = packed_prefix(weight_name);
+  FOVEA_CHECK(!prefix.empty(), describe(), ": ", weight_name, " is not a packed 4-bit weight");
   const std::string where = str(file_of(prefix + ".qweight"), ": ", prefix);
   FOVEA_CHECK(quantization_.packed(), where,
               ".qweight is a packed 4-bit weight, but config.json has no quantization_config (awq or gptq) "
@@ -238,8 +240,13 @@ Tensor SafetensorsSet::dequantized(const std::string& prefix) const {
   };
   PackedW4Linear packed{part(".qweight"), part(".qzeros"), part(".scales"), {}};
   if (has(prefix + ".g_idx")) packed.g_idx = get(prefix + ".g_idx");
+  return packed;
+}
+
+Tensor SafetensorsSet::dequantized(const std::string& prefix) const {
+  const std::string where = str(file_of(prefix + ".qweight"), ": ", prefix);
   // bf16: what the GPU keeps anyway (its upload would round an f32 copy the same way), at half the host memory.
-  return dequantize_w4(packed, quantization_, DType::BF16, where);
+  return dequantize_w4(packed(prefix + ".weight"), quantization_, DType::BF16, where);
 }
 
 Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const {

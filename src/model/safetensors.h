@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "model/quantization.h"
+#include "model/w4_dequant.h"
 
 namespace fovea {
 
@@ -44,7 +45,8 @@ class SafetensorsFile {
 //
 // 4-bit checkpoints (AWQ, GPTQ) store a linear "X.weight" as X.qweight, X.qzeros, X.scales (GPTQ: X.g_idx). With
 // set_quantization(the config's), such an X.weight exists for has() and get() returns it dequantized to a bf16
-// [out, in] tensor (model/w4_dequant.h), so the weight maps read packed and plain checkpoints alike.
+// [out, in] tensor (model/w4_dequant.h), so the weight maps read packed and plain checkpoints alike; packed()
+// hands the packed tensors through instead (the W4A16 path, model/w4_repack.h).
 class SafetensorsSet {
  public:
   explicit SafetensorsSet(const std::string& dir);
@@ -60,6 +62,12 @@ class SafetensorsSet {
   std::vector<std::string> names() const;
   std::string describe() const;  // the file(s), for error messages
   std::vector<std::shared_ptr<void>> keep_alive() const;
+
+  // Whether `weight_name` ("X.weight") is stored packed as X.qweight / X.qzeros / X.scales (/ X.g_idx).
+  bool is_packed(const std::string& weight_name) const { return is_packed_weight(weight_name); }
+  // Those tensors of a packed X.weight, as they are in the file(s).
+  PackedW4Linear packed(const std::string& weight_name) const;
+  const CheckpointQuantization& quantization() const { return quantization_; }
 
  private:
   void add_file(const std::string& path);

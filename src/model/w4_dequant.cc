@@ -19,9 +19,7 @@ std::vector<float> scales_f32(const Tensor& scales) {
   return std::vector<float>(f.ptr<const float>(), f.ptr<const float>() + f.numel());
 }
 
-struct Shapes {
-  int64_t in = 0, out = 0, group = 0, groups = 0;
-};
+using Shapes = w4::PackedDims;
 
 void check_int32(const Tensor& t, const char* part, const std::string& where) {
   FOVEA_CHECK(t.dtype == DType::I32, where, ".", part, " has dtype ", dtype_name(t.dtype), ", packed 4-bit needs I32");
@@ -65,7 +63,7 @@ void with_store(const Tensor& out, const Body& body) {
   }
 }
 
-Tensor dequantize_awq(const PackedW4Linear& p, const CheckpointQuantization& q, DType dtype, const std::string& where) {
+Shapes check_awq(const PackedW4Linear& p, const CheckpointQuantization& q, const std::string& where) {
   check_int32(p.qweight, "qweight", where);
   Shapes s;
   s.in = p.qweight.dim(0);
@@ -76,7 +74,11 @@ Tensor dequantize_awq(const PackedW4Linear& p, const CheckpointQuantization& q, 
   s.groups = s.in / s.group;
   check_zeros_scales(p, s, where, "AWQ gemm [in, out/8] packing");
   FOVEA_CHECK(p.g_idx.empty(), where, ".g_idx exists but AWQ has no act-order (is this a GPTQ checkpoint?)");
+  return s;
+}
 
+Tensor dequantize_awq(const PackedW4Linear& p, const CheckpointQuantization& q, DType dtype, const std::string& where) {
+  const Shapes s = check_awq(p, q, where);
   Tensor out = Tensor::host(dtype, {s.out, s.in});
   const auto* qw = p.qweight.ptr<const uint32_t>();
   const auto* qz = p.qzeros.ptr<const uint32_t>();
@@ -127,8 +129,7 @@ std::vector<int32_t> gptq_groups(const PackedW4Linear& p, const Shapes& s, const
   return groups;
 }
 
-Tensor dequantize_gptq(const PackedW4Linear& p, const CheckpointQuantization& q, DType dtype,
-                       const std::string& where) {
+Shapes check_gptq(const PackedW4Linear& p, const CheckpointQuantization& q, const std::string& where) {
   check_int32(p.qweight, "qweight", where);
   Shapes s;
   s.in = p.qweight.dim(0) * kPerWord;
@@ -139,6 +140,12 @@ Tensor dequantize_gptq(const PackedW4Linear& p, const CheckpointQuantization& q,
   s.groups = (s.in + s.group - 1) / s.group;
   check_zeros_scales(p, s, where, "GPTQ [in/8, out] packing");
   FOVEA_CHECK(!q.desc_act || !p.g_idx.empty(), where, ".g_idx is missing but the config says desc_act (act-order)");
+  return s;
+}
+
+Tensor dequantize_gptq(const PackedW4Linear& p, const CheckpointQuantization& q, DType dtype,
+                       const std::string& where) {
+  const Shapes s = check_gptq(p, q, where);
   const std::vector<int32_t> group_of_row = gptq_groups(p, s, where);
 
   Tensor out = Tensor::host(dtype, {s.out, s.in});
@@ -174,6 +181,21 @@ Tensor dequantize_gptq(const PackedW4Linear& p, const CheckpointQuantization& q,
 }
 
 }  // namespace
+
+namespace w4 {
+
+PackedDims packed_dims(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where) {
+  FOVEA_CHECK(q.bits == 4, where, ": ", q.bits, "-bit weights are not supported (4-bit only)");
+  FOVEA_CHECK(q.packed(), where, ": packed 4-bit tensors but no quantization_config says how they are packed");
+  const Shapes s = q.method == WeightQuantMethod::Awq ? check_awq(packed, q, where) : check_gptq(packed, q, where);
+  return {s.in, s.out, s.group, s.groups};
+}
+
+std::vector<int32_t> input_groups(const PackedW4Linear& packed, const PackedDims& d, const std::string& where) {
+  return gptq_groups(packed, d, where);
+}
+
+}  // namespace w4
 
 Tensor dequantize_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, DType out_dtype,
                      const std::string& where) {

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/quantization.h"
@@ -34,6 +35,16 @@ struct PackedW4Linear {  // one linear as the checkpoint stores it (host tensors
   Tensor qweight, qzeros, scales;
   Tensor g_idx;  // GPTQ only; empty: row k is in group k / group_size
 };
+
+namespace w4 {
+struct PackedDims {
+  int64_t in = 0, out = 0, group = 0, groups = 0;
+};
+// Validates every tensor of `packed` against the layout `q` names (errors start with `where`); the dims.
+PackedDims packed_dims(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where);
+// The group of every input row: g_idx when present (validated), else row / group.
+std::vector<int32_t> input_groups(const PackedW4Linear& packed, const PackedDims& d, const std::string& where);
+}  // namespace w4
 
 // The dense [out, in] weight in `out_dtype` (BF16 or F32). Every shape and dtype is validated against the layout
 // above and `q.group_size`; errors start with `where` (the file and the linear's name). Rows are split over

@@ -1,5 +1,6 @@
 // Checkpoint tensors -> the canonical names of model_desc.h, for both formats. Internal to src/model.
 #pragma once
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -19,8 +20,22 @@ Tensor concat_rows(const std::vector<Tensor>& parts, const std::string& what);
 // Returns a copy with rows [all q heads | all k heads | all v heads] (what transformers' converter produces).
 Tensor regroup_internlm2_wqkv(const Tensor& wqkv, const LlmConfig& llm);
 
+// One checkpoint linear of a canonical one: its "X.weight" name (dense or packed) and [out, in] shape.
+struct LinearPart {
+  std::string name;
+  Shape shape;
+};
+// A row reordering applied after stacking (InternLM2's wqkv regrouping), or empty.
+using RowRegroup = std::function<Tensor(const Tensor&)>;
+// Puts canonical linear `dst` ("llm.3.qkv"): the parts stacked by rows, then regrouped. With
+// desc->w4.kept_packed and every part packed it is dst.w4.{codes,params,perm} (model_desc.h), else dst.weight
+// (packed parts dequantized; a packed linear that could not stay packed is listed in desc->w4.dequantized).
+void put_linear(const SafetensorsSet& set, const std::vector<LinearPart>& parts, const RowRegroup& regroup,
+                ModelDesc* desc, ModelWeights* out, const std::string& dst);
+
 void map_vision_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
 void map_projector_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
-void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out);
+// Updates desc->w4 (the LLM's packed linears kept 4-bit or not).
+void map_llm_weights(const SafetensorsSet& set, ModelDesc* desc, ModelWeights* out);
 
 }  // namespace fovea

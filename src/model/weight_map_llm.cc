@@ -17,48 +17,47 @@ std::string llm_prefix(const SafetensorsSet& set) {
   return "language_model.model.";
 }
 
-void map_internlm2_layer(const SafetensorsSet& set, const LlmConfig& l, const std::string& base, ModelWeights* out,
+void map_internlm2_layer(const SafetensorsSet& set, ModelDesc* desc, const std::string& base, ModelWeights* out,
                          const std::string& dst) {
+  const LlmConfig& l = desc->llm;
   const int64_t h = l.hidden, d = l.head_dim, f = l.ffn;
   const int64_t qkv_rows = int64_t(l.heads + 2 * l.kv_heads) * d;
-  put(out, dst + "qkv.weight", regroup_internlm2_wqkv(set.get(base + "attention.wqkv.weight", {qkv_rows, h}), l));
-  put(out, dst + "o.weight", set.get(base + "attention.wo.weight", {h, l.heads * d}));
+  const RowRegroup regroup = [&l](const Tensor& t) { return regroup_internlm2_wqkv(t, l); };
+  put_linear(set, {{base + "attention.wqkv.weight", {qkv_rows, h}}}, regroup, desc, out, dst + "qkv");
+  put_linear(set, {{base + "attention.wo.weight", {h, l.heads * d}}}, {}, desc, out, dst + "o");
   put(out, dst + "attn_norm", set.get(base + "attention_norm.weight", {h}));
   put(out, dst + "ffn_norm", set.get(base + "ffn_norm.weight", {h}));
-  put(out, dst + "gate_up.weight",
-      concat_rows({set.get(base + "feed_forward.w1.weight", {f, h}), set.get(base + "feed_forward.w3.weight", {f, h})},
-                  base + "feed_forward.w1/w3"));
-  put(out, dst + "down.weight", set.get(base + "feed_forward.w2.weight", {h, f}));
+  put_linear(set, {{base + "feed_forward.w1.weight", {f, h}}, {base + "feed_forward.w3.weight", {f, h}}}, {}, desc,
+             out, dst + "gate_up");
+  put_linear(set, {{base + "feed_forward.w2.weight", {h, f}}}, {}, desc, out, dst + "down");
 }
 
-void map_llama_layer(const SafetensorsSet& set, const LlmConfig& l, const std::string& base, ModelWeights* out,
+void map_llama_layer(const SafetensorsSet& set, ModelDesc* desc, const std::string& base, ModelWeights* out,
                      const std::string& dst) {
+  const LlmConfig& l = desc->llm;
   const int64_t h = l.hidden, d = l.head_dim, f = l.ffn;
   const int64_t q = int64_t(l.heads) * d, kv = int64_t(l.kv_heads) * d;
   const std::string attn = base + "self_attn.";
-  put(out, dst + "qkv.weight",
-      concat_rows({set.get(attn + "q_proj.weight", {q, h}), set.get(attn + "k_proj.weight", {kv, h}),
-                   set.get(attn + "v_proj.weight", {kv, h})},
-                  attn + "{q,k,v}_proj.weight"));
+  put_linear(set, {{attn + "q_proj.weight", {q, h}}, {attn + "k_proj.weight", {kv, h}}, {attn + "v_proj.weight", {kv, h}}},
+             {}, desc, out, dst + "qkv");
   if (l.qkv_bias) {
     put(out, dst + "qkv.bias",
         concat_rows({set.get(attn + "q_proj.bias", {q}), set.get(attn + "k_proj.bias", {kv}),
                      set.get(attn + "v_proj.bias", {kv})},
                     attn + "{q,k,v}_proj.bias"));
   }
-  put(out, dst + "o.weight", set.get(attn + "o_proj.weight", {h, q}));
+  put_linear(set, {{attn + "o_proj.weight", {h, q}}}, {}, desc, out, dst + "o");
   put(out, dst + "attn_norm", set.get(base + "input_layernorm.weight", {h}));
   put(out, dst + "ffn_norm", set.get(base + "post_attention_layernorm.weight", {h}));
-  put(out, dst + "gate_up.weight",
-      concat_rows({set.get(base + "mlp.gate_proj.weight", {f, h}), set.get(base + "mlp.up_proj.weight", {f, h})},
-                  base + "mlp.{gate,up}_proj.weight"));
-  put(out, dst + "down.weight", set.get(base + "mlp.down_proj.weight", {h, f}));
+  put_linear(set, {{base + "mlp.gate_proj.weight", {f, h}}, {base + "mlp.up_proj.weight", {f, h}}}, {}, desc, out,
+             dst + "gate_up");
+  put_linear(set, {{base + "mlp.down_proj.weight", {h, f}}}, {}, desc, out, dst + "down");
 }
 
 }  // namespace
 
-void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeights* out) {
-  const LlmConfig& l = desc.llm;
+void map_llm_weights(const SafetensorsSet& set, ModelDesc* desc, ModelWeights* out) {
+  const LlmConfig& l = desc->llm;
   const bool internlm2 = l.arch == LlmArch::InternLM2;
   const std::string prefix = llm_prefix(set);
   const Shape table{l.vocab, l.hidden};
@@ -67,9 +66,9 @@ void map_llm_weights(const SafetensorsSet& set, const ModelDesc& desc, ModelWeig
     const std::string base = prefix + "layers." + std::to_string(layer) + ".";
     const std::string dst = "llm." + std::to_string(layer) + ".";
     if (internlm2) {
-      map_internlm2_layer(set, l, base, out, dst);
+      map_internlm2_layer(set, desc, base, out, dst);
     } else {
-      map_llama_layer(set, l, base, out, dst);
+      map_llama_layer(set, desc, base, out, dst);
     }
   }
   put(out, "llm.norm", set.get(prefix + "norm.weight", {l.hidden}));

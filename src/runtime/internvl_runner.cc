@@ -20,6 +20,9 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   const ModelDesc& desc = model_.desc;
   weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm, opts_.fp8_vit));
   memory_.weights = weights_->bytes;
+  memory_.w4_linears = weights_->w4.linears;
+  memory_.w4_bytes = weights_->w4.bytes;
+  memory_.w4_bf16_bytes = weights_->w4.bf16_bytes;
   model_.weights = ModelWeights{};  // the device copy is all the forward reads: drop the host tensors and mmaps
   // With decode graphs, block kv_blocks (one past the engine's range) is the padding rows' scratch block.
   const int scratch_blocks = opts_.decode_graphs ? 1 : 0;
@@ -51,7 +54,7 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
   sizes.decode_graphs = opts_.decode_graphs;
   sizes.scratch_block = opts_.decode_graphs ? opts_.kv_blocks : -1;
   llm_ = std::make_unique<LlmForward>(desc, weights_->llm, *backend_, sizes);
-  memory_.workspace = vision_->workspace_bytes() + llm_->workspace_bytes();
+  memory_.workspace = vision_->workspace_bytes() + llm_->workspace_bytes() + weights_->w4.workspace;
   backend_->synchronize();
 }
 

@@ -39,10 +39,12 @@ struct RunnerOptions {
 };
 
 struct RunnerMemory {
-  size_t weights = 0;      // device bytes of the uploaded weights
+  size_t weights = 0;      // device bytes of the uploaded weights (W4 linears at their packed size)
+  int w4_linears = 0;      // LLM linears kept 4-bit (W4A16); their packed bytes and their bf16 size:
+  size_t w4_bytes = 0, w4_bf16_bytes = 0;
   size_t kv_cache = 0;     // the paged KV pool
   size_t vision_pool = 0;  // image embeddings
-  size_t workspace = 0;    // activations and index buffers of the vision encoder and the LLM
+  size_t workspace = 0;    // activations and index buffers of the vision encoder and the LLM, linear_w4's
   size_t total() const { return weights + kv_cache + vision_pool + workspace; }
 };
 

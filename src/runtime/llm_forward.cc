@@ -101,9 +101,9 @@ void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
   for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
     const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
     Tensor gate_up = gate_up_.rows(0, r1 - r0), act = act_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
-    apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, Tensor{}, gate_up);
+    apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
     be_.silu_mul(gate_up, act);
-    apply_linear(be_, act, w.down_w, w.down8, Tensor{}, out);
+    apply_linear(be_, act, w.down_w, w.down8, w.down4, Tensor{}, out);
   }
 }
 
@@ -118,11 +118,11 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   } else {
     be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
   }
-  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
+  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
   be_.rope_kv_write(qkv, positions_.rows(0, tokens), slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim,
                     c.rope_theta, kv.layers[size_t(index)]);
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
-  apply_linear(be_, attn, w.o_w, w.o8, Tensor{}, branch);
+  apply_linear(be_, attn, w.o_w, w.o8, w.o4, Tensor{}, branch);
   be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
   mlp(w, tokens);
 }

@@ -1,7 +1,11 @@
 #include "runtime/weights.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+
+#include "backend/w4_layout.h"
+#include "model/w4_repack.h"
 
 namespace fovea {
 namespace {
@@ -43,6 +47,41 @@ class WeightUploader {
     return q;
   }
 
+  bool has_w4(const std::string& linear) const { return weights_.has(linear + ".w4.codes"); }
+
+  // The 4-bit weight "<linear>.w4.*" of a linear whose dense shape is `shape` [N, K], uploaded packed.
+  W4Linear get_w4(const std::string& linear, const Shape& shape) {
+    const Tensor& codes = weights_.get(linear + ".w4.codes");
+    const Tensor& params = weights_.get(linear + ".w4.params");
+    const int64_t n = shape[0], k = shape[1];
+    FOVEA_CHECK(params.rank() == 2 && params.dim(0) == n && params.dim(1) > 0 && k % params.dim(1) == 0, "weight ",
+                linear, ".w4.params has shape ", shape_str(params.shape), " for a ", shape_str(shape), " linear");
+    W4Linear w;
+    w.weight.k = k;
+    w.weight.group = k / params.dim(1);
+    w.weight.codes = upload_as_is(codes);
+    w.weight.params = upload_as_is(params);
+    if (weights_.has(linear + ".w4.perm")) {
+      const Tensor& perm = weights_.get(linear + ".w4.perm");
+      w.weight.perm = upload_as_is(perm);
+      w.weight.inverse_perm = upload_as_is(inverse_permutation(perm));
+    }
+    w4::check_weight(w.weight, backend_.device(), linear.c_str());
+    w4_.linears += 1;
+    w4_.bf16_bytes += size_t(n * k) * 2;
+    w4_workspace_ = std::max(w4_workspace_, backend_.linear_w4_workspace_bytes(n, k, w.weight.group,
+                                                                               !w.weight.perm.empty()));
+    return w;
+  }
+
+  // One workspace for every W4 linear handed out so far (none when the backend needs none).
+  Tensor w4_workspace() {
+    if (w4_workspace_ == 0) return {};
+    w4_.workspace = w4_workspace_;
+    return backend_.alloc(DType::U8, {int64_t(w4_workspace_)});
+  }
+  const W4Summary& w4() const { return w4_; }
+
   Tensor get_optional(const std::string& name, const Shape& shape) {
     return weights_.has(name) ? get(name, shape) : Tensor{};
   }
@@ -50,10 +89,21 @@ class WeightUploader {
   size_t bytes() const { return bytes_; }
 
  private:
+  // An integer tensor (codes, params, perms) copied as it is.
+  Tensor upload_as_is(const Tensor& host) {
+    Tensor device = backend_.alloc(host.dtype, host.shape);
+    backend_.upload(device, host);
+    bytes_ += device.nbytes();
+    w4_.bytes += device.nbytes();
+    return device;
+  }
+
   const ModelWeights& weights_;
   Backend& backend_;
   std::map<const void*, Tensor> uploaded_;
   size_t bytes_ = 0;
+  W4Summary w4_;
+  size_t w4_workspace_ = 0;
 };
 
 VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8) {
@@ -100,6 +150,19 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
   return w;
 }
 
+// A layer of a 4-bit checkpoint: each projection packed where the loader kept it so, else dense.
+void upload_llm_w4_layer(WeightUploader& up, const std::string& p, const Shape& qkv, const Shape& o,
+                         const Shape& gate_up, const Shape& down, LlmLayerWeights* L) {
+  auto one = [&](const char* name, const Shape& shape, Tensor* dense, W4Linear* packed) {
+    if (up.has_w4(p + name)) *packed = up.get_w4(p + name, shape);
+    else *dense = up.get(p + name + ".weight", shape);
+  };
+  one("qkv", qkv, &L->qkv_w, &L->qkv4);
+  one("o", o, &L->o_w, &L->o4);
+  one("gate_up", gate_up, &L->gate_up_w, &L->gate_up4);
+  one("down", down, &L->down_w, &L->down4);
+}
+
 LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
   const LlmConfig& c = desc.llm;
   const int64_t H = c.hidden, V = c.vocab, D = c.head_dim, F = c.ffn;
@@ -111,7 +174,10 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
     LlmLayerWeights L;
     L.attn_norm = up.get(p + "attn_norm", {H});
     const Shape qkv{qkv_rows, H}, o{H, int64_t(c.heads) * D}, gate_up{2 * F, H}, down{H, F};
-    if (fp8) {
+    if (up.has_w4(p + "qkv") || up.has_w4(p + "o") || up.has_w4(p + "gate_up") || up.has_w4(p + "down")) {
+      FOVEA_CHECK(!fp8, "FP8 of a 4-bit checkpoint needs its linears dense: load it with W4 dequantized");
+      upload_llm_w4_layer(up, p, qkv, o, gate_up, down, &L);
+    } else if (fp8) {
       L.qkv8 = up.get_fp8(p + "qkv.weight", qkv);
       L.o8 = up.get_fp8(p + "o.weight", o);
       L.gate_up8 = up.get_fp8(p + "gate_up.weight", gate_up);
@@ -128,6 +194,10 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
   }
   w.norm = up.get("llm.norm", {H});
   w.lm_head = up.get("llm.lm_head", {V, H});
+  const Tensor workspace = up.w4_workspace();
+  for (LlmLayerWeights& L : w.layers)
+    for (W4Linear* linear : {&L.qkv4, &L.o4, &L.gate_up4, &L.down4})
+      if (!linear->empty()) linear->workspace = workspace;
   return w;
 }
 
@@ -139,6 +209,13 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
   else be.linear_fp8(x, w8.codes, w8.scale, bias, y, act);
 }
 
+void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
+                  const Tensor& bias, Tensor& y) {
+  if (w4.empty()) return apply_linear(be, x, w, w8, bias, y);
+  Tensor workspace = w4.workspace;
+  be.linear_w4(x, w4.weight, bias, y, workspace);
+}
+
 DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit) {
   WeightUploader up(model.weights, backend);
   DeviceWeights w;
@@ -146,6 +223,7 @@ DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp
   w.llm = upload_llm(model.desc, up, fp8_llm);
   backend.synchronize();
   w.bytes = up.bytes();
+  w.w4 = up.w4();
   return w;
 }
 

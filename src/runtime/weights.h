@@ -15,9 +15,20 @@ struct Fp8Linear {
   bool empty() const { return codes.empty(); }
 };
 
+// A linear kept 4-bit (W4A16, from an AWQ / GPTQ checkpoint loaded with LoadOptions::keep_w4): the packed weight
+// and the workspace linear_w4 runs in, one device buffer shared by every W4 linear (sized for the largest).
+struct W4Linear {
+  W4Weight weight;
+  Tensor workspace;
+  bool empty() const { return weight.empty(); }
+};
+
 // y = act(x · W^T + bias) through be.linear, or be.linear_fp8 when the weight was quantized (w8 set, w empty).
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
                   Activation act = Activation::None);
+// The same with a W4 weight: be.linear_w4 when w4 is set (w and w8 empty; no activation).
+void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
+                  const Tensor& bias, Tensor& y);
 
 // With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
 struct VitLayerWeights {
@@ -35,10 +46,12 @@ struct VisionWeights {
   Tensor proj_norm_w, proj_norm_b, proj_fc1_w, proj_fc1_b, proj_fc2_w, proj_fc2_b;
 };
 
-// With FP8 weights the four projections' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
+// With FP8 weights the four projections' bf16 tensors are not uploaded (empty) and the *8 fields hold them;
+// with W4 weights (a packed projection of a 4-bit checkpoint) the *4 fields do.
 struct LlmLayerWeights {
   Tensor attn_norm, qkv_w, qkv_b /* empty unless Qwen2 */, o_w, ffn_norm, gate_up_w, down_w;
   Fp8Linear qkv8, o8, gate_up8, down8;
+  W4Linear qkv4, o4, gate_up4, down4;
 };
 
 struct LlmWeights {
@@ -48,17 +61,27 @@ struct LlmWeights {
   Tensor lm_head;  // [V, H]; the same device tensor as embed when tied
 };
 
+struct W4Summary {
+  int linears = 0;          // linears kept 4-bit on the device
+  size_t bytes = 0;         // their device bytes (codes, params, perms)
+  size_t bf16_bytes = 0;    // what the same linears take as bf16
+  size_t workspace = 0;     // the shared linear_w4 workspace
+};
+
 struct DeviceWeights {
   VisionWeights vision;
   LlmWeights llm;
-  size_t bytes = 0;  // device bytes taken by the weights (tied tensors counted once)
+  size_t bytes = 0;  // device bytes taken by the weights (tied tensors counted once; the W4 workspace not)
+  W4Summary w4;
 };
 
 // Uploads every weight the forward needs, checking each canonical tensor's shape against `model.desc`.
 // Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm: the LLM's four
 // projections per layer are quantized to E4M3 on the host (one scale per tensor, max|w| / 448) and only the
 // codes are uploaded; fp8_vit: the same for the ViT layers' qkv, proj, fc1 and fc2. The patch embedding, the
-// projector, embeddings, norms, biases and the LM head stay in the weight dtype.
+// projector, embeddings, norms, biases and the LM head stay in the weight dtype. Projections the model holds
+// 4-bit ("llm.L.P.w4.*", LoadOptions::keep_w4) are uploaded packed (not with fp8_llm: that needs them dense), with
+// one workspace for linear_w4.
 DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false, bool fp8_vit = false);
 
 }  // namespace fovea

@@ -1,5 +1,5 @@
 // Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops, =skinny only the
-// decode-step GEMMs of skinny_gemms): times the key ops of the CUDA backend at the real shapes with CUDA
+// decode-step GEMMs of skinny_gemms, =w4 only the W4A16 GEMMs of w4_gemms): times the key ops of the CUDA backend at the real shapes with CUDA
 // events on the backend's stream and prints TFLOP/s or GB/s against the H200 ceilings measured on the device
 // machine (bf16 GEMM ~790 TFLOP/s, device copy ~4.3 TB/s counting reads and writes). No assertions on speed.
 #include <cuda_runtime.h>
@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm_skinny.h"
+#include "backend/w4_layout.h"
 #include "ops_harness.h"
 
 namespace fovea::test {
@@ -286,6 +287,54 @@ void skinny_gemms(Perf& p) {
   }
 }
 
+// W4A16 (linear_w4, gemm_w4.h) at the InternLM2-7B projections, group 128, beside the bf16 linear at the same
+// shape: microseconds and GB/s of the weight bytes each reads (4-bit: codes + params; bf16: 2 per weight),
+// weights rotated over >= 256 MB copies as in decode_gemms. M = 1, 16, 64 run the fused kernel, M = 256 the
+// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" and "bf16 <shape> M=<m>"; FOVEA_OPS_PERF=w4 times only
+// these (FOVEA_W4_FUSED=0 sends every M through the dequantize path, for the A/B).
+void w4_gemms(Perf& p) {
+  const double rotation_bytes = 256e6;
+  const int64_t group = 128;
+  struct Gemm {
+    const char* name;
+    int64_t n, k;
+  };
+  std::mt19937 rng(99);
+  for (Gemm g : {Gemm{"wqkv 4096->6144", 6144, 4096}, Gemm{"wo 4096->4096", 4096, 4096},
+                 Gemm{"w13 4096->28672", 28672, 4096}, Gemm{"w2 14336->4096", 4096, 14336}}) {
+    const int64_t words = w4::code_words(g.k), groups = g.k / group;
+    const double w4_bytes = double(g.n) * double(words) * 4 + double(g.n) * double(groups) * 4;
+    const double bf16_bytes = 2.0 * double(g.n) * double(g.k);
+    Tensor codes_host = Tensor::host(DType::I32, {g.n, words}), params_host = Tensor::host(DType::I32, {g.n, groups});
+    for (int64_t i = 0; i < codes_host.numel(); ++i) codes_host.ptr<uint32_t>()[i] = uint32_t(rng());
+    for (int64_t i = 0; i < params_host.numel(); ++i)
+      params_host.ptr<uint32_t>()[i] = w4::make_param(f32_to_f16(0.01f + 1e-5f * float(i % 97)), false, int(i % 16));
+    std::vector<W4Weight> w4(size_t(std::max(1.0, std::ceil(rotation_bytes / w4_bytes))));
+    for (W4Weight& w : w4) {
+      w.codes = p.b().alloc(DType::I32, codes_host.shape);
+      w.params = p.b().alloc(DType::I32, params_host.shape);
+      p.b().upload(w.codes, codes_host);
+      p.b().upload(w.params, params_host);
+      w.k = g.k;
+      w.group = group;
+    }
+    std::vector<Tensor> dense(size_t(std::max(1.0, std::ceil(rotation_bytes / bf16_bytes))));
+    for (Tensor& copy : dense) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
+    Tensor workspace = p.b().alloc(DType::U8, {int64_t(p.b().linear_w4_workspace_bytes(g.n, g.k, group, false))});
+    size_t next = 0;
+    for (int64_t m : {1, 16, 64, 256}) {
+      Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
+      const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
+      const double w4_ms = p.time_ms([&] { p.b().linear_w4(x, w4[next++ % w4.size()], Tensor{}, y, workspace); });
+      const double bf16_ms = p.time_ms([&] { p.b().linear(x, dense[next++ % dense.size()], Tensor{}, y); });
+      std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4 " + shape).c_str(), w4_ms * 1e3,
+                  w4_bytes / w4_ms / 1e6);
+      std::printf("%-44s %9.1f us %8.0f GB/s (bf16 weight bytes)\n", ("bf16 " + shape).c_str(), bf16_ms * 1e3,
+                  bf16_bytes / bf16_ms / 1e6);
+    }
+  }
+}
+
 // Sequences of equal q_len and ctx_len over a cache with a shuffled block table. planned_ctx > ctx_len plays a
 // recorded decode step, whose plan (splits) is made for the bucket's padded context.
 void paged(Perf& p, const char* what, int seqs, int q_len, int ctx_len, int planned_ctx = 0) {
@@ -330,6 +379,10 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
     skinny_gemms(p);
     return;
   }
+  if (mode == "w4") {
+    w4_gemms(p);
+    return;
+  }
   if (only_attention) {
     vit_attention(p);
   } else {
@@ -337,6 +390,7 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
     llm_prefill(p);
     decode_gemms(p);
     skinny_gemms(p);
+    w4_gemms(p);
   }
   paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);
   paged(p, "paged chunk 2048 after 1361 cached", 1, 2048, 3409);

@@ -42,6 +42,12 @@ class RecordingBackend final : public Backend {
                   Activation a) override {
     op([=, this]() mutable { in_->linear_fp8(x, w8, ws, b, y, a); });
   }
+  void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& b, Tensor& y, Tensor& ws) override {
+    op([=, this]() mutable { in_->linear_w4(x, w, b, y, ws); });
+  }
+  size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override {
+    return in_->linear_w4_workspace_bytes(n, k, group, permuted);
+  }
   void layer_norm(const Tensor& x, const Tensor& g, const Tensor& b, float eps, Tensor& y) override {
     op([=, this]() mutable { in_->layer_norm(x, g, b, eps, y); });
   }

@@ -6,7 +6,8 @@
 // Environment, read once here: FOVEA_PROFILE_OPS=1 times every op with CUDA events (op_profiler.h; the table
 // goes to stderr when the backend is destroyed); FOVEA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick for
 // small-M GEMMs instead of timing its candidates (gemm_lt.h); FOVEA_CUDA_SKINNY_GEMM=1 sends decode-sized linears
-// (M <= 64, no epilogue) to the weight-streaming kernel (gemm_skinny.h) instead of cuBLASLt (slower so far).
+// (M <= 64, no epilogue) to the weight-streaming kernel (gemm_skinny.h) instead of cuBLASLt (slower so far);
+// FOVEA_W4_FUSED=0 sends every linear_w4 through dequantize + cuBLASLt (gemm_w4.h), for A/B runs.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,6 +20,7 @@
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/gemm_lt.h"
 #include "backend/cuda/gemm_skinny.h"
+#include "backend/cuda/gemm_w4.h"
 #include "backend/cuda/op_profiler.h"
 
 namespace fovea::cuda {
@@ -44,6 +46,8 @@ class CudaBackend final : public Backend {
   size_t memory_in_use() const override { return *bytes_in_use_; }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
+  void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) override;
+  size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
@@ -98,6 +102,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors
   std::unique_ptr<LtGemm> gemm_;
   std::unique_ptr<LtFp8Gemm> fp8_gemm_;  // made on the first linear_fp8
+  bool w4_prepared_ = false;             // gemm_w4's shared-memory limits raised (first linear_w4)
   // linear_fp8's quantized activation (grown outside graph captures; outgrown buffers are kept for the graphs
   // that recorded them) and its two floats: max|x| and the scale.
   uint8_t* fp8_activation_ = nullptr;

@@ -1,6 +1,7 @@
 // CudaBackend's ops: check shapes and dtypes on the host (fovea::Error on a mismatch), then launch.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/w4_layout.h"
 
 namespace fovea::cuda {
 namespace {
@@ -79,6 +80,55 @@ void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_
   fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), fp8_stats_ + kFp8ScaleSlot,
                  static_cast<const float*>(w_scale.data), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n),
                  int(k), epilogue);
+}
+
+// W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the
+// bf16 GEMM.
+void CudaBackend::linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) {
+  w4::check_weight(w, Device::CUDA, "linear_w4");
+  const int64_t n = w.n(), k = w.k;
+  const int64_t m = rows_of(x, DType::BF16, k, "linear_w4 input");
+  FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_w4 output") == m, "linear_w4: output ", shape_str(y.shape),
+              " for input ", shape_str(x.shape));
+  if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_w4 bias");
+  const bool permuted = !w.perm.empty();
+  const size_t needed = linear_w4_workspace_bytes(n, k, w.group, permuted);
+  FOVEA_CHECK(workspace.device == Device::CUDA && !workspace.empty() && workspace.nbytes() >= needed,
+              "linear_w4: a workspace of ", needed, " device bytes is needed, got ", workspace.nbytes());
+  if (!w4_prepared_) {
+    prepare_w4_kernels();
+    w4_prepared_ = true;
+  }
+  const auto* codes = static_cast<const uint32_t*>(w.codes.data);
+  const auto* params = static_cast<const uint32_t*>(w.params.data);
+  auto* scratch = static_cast<unsigned char*>(workspace.data);
+  const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
+  const bool x_aligned = (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
+  if (w4_fused_enabled() && w4_fused_supported(m, n, k, w.group, x_aligned)) {
+    const int splits = w4_fused_splits(n, k, w4_sm_count(device_index_));
+    OpScope scope(profiler_.get(), OpCategory::Gemm,
+                  [&] { return str("linear_w4 M=", m, " N=", n, " K=", k, " fused S=", splits); });
+    const bf16* input = cbf(x);
+    if (permuted) {
+      auto* gathered = reinterpret_cast<bf16*>(scratch);
+      launch_w4_gather_columns(cbf(x), ci32(w.perm), gathered, int(m), int(k), stream_);
+      input = gathered;
+    }
+    auto* partials = reinterpret_cast<float*>(scratch + w4_partials_offset(k, permuted));
+    launch_w4_fused(input, codes, params, bias_ptr, mbf(y), partials, int(m), int(n), int(k), int(w.group), splits,
+                    stream_);
+    return;
+  }
+  auto* dense = reinterpret_cast<bf16*>(scratch);
+  OpScope scope(profiler_.get(), OpCategory::Gemm,
+                [&] { return str("linear_w4 M=", m, " N=", n, " K=", k, " dequantize+lt"); });
+  launch_w4_dequantize(codes, params, permuted ? ci32(w.inverse_perm) : nullptr, dense, int(n), int(k), int(w.group),
+                       stream_);
+  gemm_->run(cbf(x), dense, bias_ptr, mbf(y), int(m), int(n), int(k), gemm_epilogue(!bias.empty(), false));
+}
+
+size_t CudaBackend::linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const {
+  return w4_workspace_bytes(n, k, group, permuted, w4_sm_count(device_index_));
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
