@@ -17,6 +17,7 @@
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/attention_wgmma_pipelined.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -285,6 +286,8 @@ int choose_splits(const PagedAttentionArgs& a, int group) {
 __global__ void combine_splits(AttentionProblem p) {
   __shared__ float weight[kMaxSplits];
   __shared__ float inv_total;
+  wait_for_upstream();
+  release_downstream();
   const int local_row = blockIdx.x, kv_head = blockIdx.y, seq = blockIdx.z;
   const SequenceSpan span = sequence_span(p, seq);
   const int token = local_row / p.group;
@@ -409,8 +412,7 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     launch(p, a.num_seqs, a.max_q_len, stream);
   }
   if (p.num_splits > 1) {
-    combine_splits<<<dim3(p.split_rows, a.kv_heads, a.num_seqs), 128, 0, stream>>>(p);
-    FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(combine_splits, dim3(p.split_rows, a.kv_heads, a.num_seqs), 128, 0, stream, p);
   }
 }
 

@@ -1,6 +1,7 @@
 // Host side of the split-KV decode kernel (attention_decode.cuh): which configuration runs, how a step's keys
 // are split, the launch. FOVEA_CUDA_DECODE_KERNEL picks the kernel for benchmarking: old (the general kernel,
-// attention_mma.cuh), w2 / w4 / w8 (this kernel with 2, 4 or 8 warps per block; w4, the default, when unset);
+// attention_mma.cuh), w2 / w4 / w8 (this kernel with 2, 4 or 8 warps per block, 3-4 stages per warp), w4s2 / w6s2
+// (4 or 6 warps with two stages each; w6s2 is the default);
 // FOVEA_CUDA_DECODE_WAVES overrides the number of block waves the splits aim for (default 1.5), and
 // FOVEA_CUDA_DECODE_BALANCE=0 turns off the per-sequence division of keys. All are read once. Recorded decode
 // steps size their splits for the padded context (table width x block size, e.g. 1024 keys for a ~480-key
@@ -9,7 +10,12 @@
 // balanced at 2 waves 2343 GB/s, 4 waves 2161, 8 waves 1880; fixed ranges at 8 waves 2232. Session 3 (run 11)
 // went below 2: at 1 or 1.5 waves those 64 sequences take one split each (no combine pass), 2959 GB/s, and the
 // engine's decode step fell from 6.15 to 5.96 ms; 1.5 also splits 8 sequences of 3409 keys (2411 GB/s, 1 wave
-// 2142, 2 waves 2198) and 64 of them (3943, 2 waves 3776). w2 and w8 lost to w4 at every shape.
+// 2142, 2 waves 2198) and 64 of them (3943, 2 waves 3776). w2 and w8 lost to w4 at every shape. Session 5 (Nsight
+// Compute, 52 x ~350 keys): w4 ran at 2.4 TB/s with 8 warps per SM, each issuing one instruction per ~5.3 cycles,
+// ~800 per 16-key tile: bound by the warps' instruction latency, not by bytes in flight. Two stages per warp
+// make room for 12 warps per SM: w6s2 against w4, 64 x 480 keys 3006 vs 2902 GB/s, 64 x 352 planned 1024 2710 vs
+// 2650, 64 x 3409 4003 vs 3925; engine decode 5.63 vs 5.77-5.94 ms per step. w4s2 (three 4-warp blocks per SM)
+// lost: 2562 GB/s at 64 x 480 (1.05 waves).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -30,14 +36,20 @@ template <int kPad>
 using DecodeW4 = SplitDecodeConfig<kPad, 4, 3>;
 template <int kPad>
 using DecodeW8 = SplitDecodeConfig<kPad, 8, 3>;
+// Two stages per warp (one tile loading while one is computed on) leave room for 12 warps per SM instead of 8:
+// 4 x 2 (70 KiB, three blocks per SM) and 6 x 2 (104 KiB, two per SM).
+template <int kPad>
+using DecodeW4S2 = SplitDecodeConfig<kPad, 4, 2>;
+template <int kPad>
+using DecodeW6S2 = SplitDecodeConfig<kPad, 6, 2>;
 
-enum class Variant { kOld, kW2, kW4, kW8 };
+enum class Variant { kOld, kW2, kW4, kW8, kW4S2, kW6S2 };
 
 // A split of fewer keys than this is not worth its block: 128 keys are two tiles per warp of a 4-warp block.
 constexpr int kMinSplitKeys = 128;
 
 struct Setup {
-  Variant variant = Variant::kW4;
+  Variant variant = Variant::kW6S2;
   int sms = 0;
   int blocks_per_sm[3] = {1, 1, 1};  // by padded head dim 32, 64, 128
   double waves = 1.5;
@@ -70,12 +82,19 @@ Setup make_setup() {
     s.variant = Variant::kOld;
     return s;
   }
-  FOVEA_CHECK(name.empty() || name == "new" || name == "w2" || name == "w4" || name == "w8",
-              "FOVEA_CUDA_DECODE_KERNEL=", name, ": expected old, new, w2, w4 or w8");
-  s.variant = name == "w2" ? Variant::kW2 : name == "w8" ? Variant::kW8 : Variant::kW4;
+  FOVEA_CHECK(name.empty() || name == "new" || name == "w2" || name == "w4" || name == "w8" || name == "w4s2" ||
+                  name == "w6s2",
+              "FOVEA_CUDA_DECODE_KERNEL=", name, ": expected old, new, w2, w4, w8, w4s2 or w6s2");
+  s.variant = name == "w2"     ? Variant::kW2
+              : name == "w8"   ? Variant::kW8
+              : name == "w4s2" ? Variant::kW4S2
+              : name == "w4"   ? Variant::kW4
+                               : Variant::kW6S2;
   if (s.variant == Variant::kW2) prepare_variant<DecodeW2>(s);
   if (s.variant == Variant::kW4) prepare_variant<DecodeW4>(s);
   if (s.variant == Variant::kW8) prepare_variant<DecodeW8>(s);
+  if (s.variant == Variant::kW4S2) prepare_variant<DecodeW4S2>(s);
+  if (s.variant == Variant::kW6S2) prepare_variant<DecodeW6S2>(s);
   int device = 0;
   FOVEA_CUDA_CHECK(cudaGetDevice(&device));
   FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
@@ -95,8 +114,7 @@ const Setup& setup() {
 template <class C>
 void launch_config(const AttentionProblem& p, int num_seqs, cudaStream_t stream) {
   const dim3 grid(p.num_splits, p.kv_heads, num_seqs);
-  split_decode_attention<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p);
-  FOVEA_CUDA_CHECK_LAUNCH();
+  launch_dependent(split_decode_attention<C>, grid, C::kThreads, C::smem_bytes(), stream, p);
 }
 
 template <template <int> class V>
@@ -148,6 +166,8 @@ void launch_split_decode(const AttentionProblem& problem, int num_seqs, cudaStre
     case Variant::kW2: return launch_variant<DecodeW2>(p, num_seqs, stream);
     case Variant::kW4: return launch_variant<DecodeW4>(p, num_seqs, stream);
     case Variant::kW8: return launch_variant<DecodeW8>(p, num_seqs, stream);
+    case Variant::kW4S2: return launch_variant<DecodeW4S2>(p, num_seqs, stream);
+    case Variant::kW6S2: return launch_variant<DecodeW6S2>(p, num_seqs, stream);
     case Variant::kOld: break;
   }
   FOVEA_FAIL("launch_split_decode: FOVEA_CUDA_DECODE_KERNEL=old selects the general kernel");

@@ -15,6 +15,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_mma.cuh"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace fovea::cuda {
@@ -94,6 +95,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm) split_decode_att
   using namespace decode_detail;
   constexpr int kStride = C::kStride, kSteps = C::kPad / 16, kDimTiles = C::kPad / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  wait_for_upstream();  // the step's q and this token's K/V come from the kernels just before
+  release_downstream();
 
   const int seq = blockIdx.z, kv_head = blockIdx.y, split = blockIdx.x;
   const bool split_mode = p.num_splits > 1;
@@ -181,7 +184,13 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm) split_decode_att
     for (int k = 0; k < kSteps; ++k) qk_step<2, kStride>(s, q_frag[k], sK + k * 16, lane);
     // Masks: the kv_len boundary, or the causal edge of a multi-token step.
     if (key0 + C::kKeys - 1 > min_limit) mask_scores(s, key0, t, key_limit);
-    online_softmax<true>(s, acc, row_max, row_sum, p.scale_log2);
+    // The accumulators follow the running max only when some row's max moved: a factor of exactly 1 (max
+    // unchanged) or a still-zero accumulator (first tile) makes the multiply an identity, and once the
+    // largest scores are seen most tiles move no max, so the warp skips 64 multiplies per thread.
+    float correction[2];
+    softmax_weights<true>(s, row_max, row_sum, p.scale_log2, correction);
+    if (i > 0 && !__all_sync(0xffffffffu, correction[0] == 1.f && correction[1] == 1.f))
+      rescale_output(acc, correction);
     accumulate_pv<2, kDimTiles, kStride>(acc, s, sV, lane);
     __syncwarp();  // the whole warp is done reading this stage before a later step refills it
   }

@@ -53,7 +53,10 @@ CudaBackend::CudaBackend(int device_index)
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
   fuse_rope_kv_ = env_flag("FOVEA_CUDA_FUSE_ROPE_KV", true);
   // Off by default: on the H200 it is at par with cuBLASLt, not ahead (session 4, docs/design.md).
-  if (env_flag("FOVEA_CUDA_SKINNY_GEMM", false)) skinny_device_ = prepare_skinny_gemm(device_index);
+  if (auto shapes = skinny_shapes_from_env()) {
+    skinny_device_ = prepare_skinny_gemm(device_index);
+    skinny_shapes_ = std::move(*shapes);
+  }
   skinny_gemm_ = skinny_device_.usable();
   GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile || env_flag("FOVEA_GEMM_TUNE_LOG", false),
                     env_flag("FOVEA_GEMM_SPLIT_N", true)};

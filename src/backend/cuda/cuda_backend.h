@@ -95,7 +95,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
   bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
-  bool skinny_gemm_ = false;   // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM=1)
+  bool skinny_gemm_ = false;   // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM)
+  std::vector<SkinnyWeightShape> skinny_shapes_;  // the weight shapes it takes; empty: every supported one
   SkinnyGemmDevice skinny_device_;  // found at construction (when skinny_gemm_); unusable before sm_90
   float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
   size_t attention_workspace_bytes_ = 0;

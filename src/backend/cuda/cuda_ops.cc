@@ -46,7 +46,7 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   if (skinny_gemm_ && epilogue == GemmEpilogue::None && skinny_gemm_supported(m, n, k) &&
-      skinny_gemm_aligned(x.data, w.data, y.data)) {  // decode-sized: stream W (gemm_skinny.h)
+      skinny_shape_listed(skinny_shapes_, n, k) && skinny_gemm_aligned(x.data, w.data, y.data)) {  // decode-sized: stream W (gemm_skinny.h)
     OpScope scope(profiler_.get(), OpCategory::Gemm,
                   [&] { return str("linear M=", m, " N=", n, " K=", k, " none skinny"); });
     launch_skinny_gemm(skinny_device_, cbf(x), cbf(w), mbf(y), int(m), int(n), int(k), stream_);

@@ -14,12 +14,20 @@
 // which share an output tile. Each block leaves its f32 partial tile in its own shared memory (the ring, no longer
 // needed); after a cluster barrier, each block sums its share of the tile over all partials in rank order
 // (distributed shared memory) and writes bf16. Fixed order: the result does not depend on timing.
+//
+// Launched as a dependent launch (dependent_launch.cuh): W does not depend on anything upstream, so the producer
+// copies the first kStages stages' W boxes before wait_for_upstream() and only x's after it; the weights start
+// streaming while the kernel ahead (a norm, silu_mul, the attention) is still finishing.
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <string>
 
 #include "backend/cuda/attention_wgmma_pipelined.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/gemm_skinny.h"
 #include "backend/cuda/kernel_utils.cuh"
 
@@ -81,11 +89,20 @@ __global__ void __launch_bounds__(kThreads, 2)
   float acc[kSkinnyTileN / 8][4] = {};  // D rows 16 * warp + g (+ 8), columns 8 * i + 2 * t (+ 1)
   if (warp == kConsumerThreads / 32) {
     // Producer: lane 0 waits for a slot to be free, announces its bytes and copies W's and x's boxes into it.
+    // The first kStages slots are free from the start: their W boxes go out before the upstream wait.
     if (lane == 0) {
       const uint32_t bytes = uint32_t(kWBytes + x_rows * 128);
-      for (int i = 0; i < count; ++i) {
+      const int early = min(count, kStages);
+      for (int i = 0; i < early; ++i) {
+        barrier_expect(full_bars + 8 * i, bytes);
+        tensor_copy(w_slot(i), w_map, (kb_begin + i) * kSkinnyTileK, n0, full_bars + 8 * i);
+      }
+      wait_for_upstream();
+      for (int i = 0; i < early; ++i)
+        tensor_copy(x_slot(i), x_map, (kb_begin + i) * kSkinnyTileK, 0, full_bars + 8 * i);
+      for (int i = early; i < count; ++i) {
         const int s = i % kStages;
-        if (i >= kStages) barrier_wait(empty_bars + 8 * s, (uint32_t(i / kStages) & 1u) ^ 1u);
+        barrier_wait(empty_bars + 8 * s, (uint32_t(i / kStages) & 1u) ^ 1u);
         const uint32_t full = full_bars + 8 * s;
         const int k0 = (kb_begin + i) * kSkinnyTileK;
         barrier_expect(full, bytes);
@@ -110,6 +127,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     pin(acc);
   }
   __syncthreads();  // every wgmma has read its slots: the ring becomes the partial tile
+  // Every thread past the upstream wait before y is written (the producer lane already is; the rest return at
+  // once), and the next kernel may be scheduled: what is left is the cluster's reduction.
+  wait_for_upstream();
+  release_downstream();
 
   // Partial tile part[row of x][weight row in the tile]; rows past m are neither written nor read.
   float* part = reinterpret_cast<float*>(ring);
@@ -154,18 +175,21 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
 
-cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cudaLaunchAttribute* cluster) {
-  cluster->id = cudaLaunchAttributeClusterDimension;
-  cluster->val.clusterDim.x = unsigned(splits);
-  cluster->val.clusterDim.y = 1;
-  cluster->val.clusterDim.z = 1;
+// attrs: room for two (the cluster shape, and the dependent launch's when `dependent`).
+cudaLaunchConfig_t launch_config(int splits, int tiles, cudaStream_t stream, cudaLaunchAttribute* attrs,
+                                 bool dependent) {
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(splits);
+  attrs[0].val.clusterDim.y = 1;
+  attrs[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(unsigned(splits), unsigned(tiles));
   config.blockDim = dim3(kThreads);
   config.dynamicSmemBytes = kSmemBytes;
   config.stream = stream;
-  config.attrs = cluster;
+  config.attrs = attrs;
   config.numAttrs = 1;
+  if (dependent) allow_early_start(config, attrs);
   return config;
 }
 
@@ -178,8 +202,8 @@ SkinnyGemmDevice prepare_skinny_gemm(int device_index) {
   if (major < 9 || !built_for_sm90a()) return device;  // no clusters or no wgmma: the caller keeps cuBLASLt
   allow_shared_memory(skinny_gemm_kernel, kSmemBytes, true);
   for (int splits = 1; splits <= kSkinnyMaxSplits; ++splits) {
-    cudaLaunchAttribute cluster;
-    const cudaLaunchConfig_t config = launch_config(splits, 1, nullptr, &cluster);
+    cudaLaunchAttribute attrs[2];
+    const cudaLaunchConfig_t config = launch_config(splits, 1, nullptr, attrs, false);
     int clusters = 0;
     if (cudaOccupancyMaxActiveClusters(&clusters, skinny_gemm_kernel, &config) != cudaSuccess) {
       cudaGetLastError();  // a size the device cannot co-schedule: leave it at 0
@@ -207,9 +231,35 @@ void launch_skinny_gemm(const SkinnyGemmDevice& device, const bf16* x, const bf1
   // W is read once: each 128-byte box row pulls its 256-byte neighbourhood into L2, the next stage's half.
   const CUtensorMap w_map = tensor_map(w, uint64_t(k), uint64_t(n), kSkinnyTileN, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   const CUtensorMap x_map = tensor_map(x, uint64_t(k), uint64_t(m), uint32_t(x_rows));
-  cudaLaunchAttribute cluster;
-  const cudaLaunchConfig_t config = launch_config(splits, n / kSkinnyTileN, stream, &cluster);
+  cudaLaunchAttribute attrs[2];
+  const cudaLaunchConfig_t config = launch_config(splits, n / kSkinnyTileN, stream, attrs, true);
   FOVEA_CUDA_CHECK(cudaLaunchKernelEx(&config, skinny_gemm_kernel, w_map, x_map, y, m, n, k, x_rows));
+}
+
+std::optional<std::vector<SkinnyWeightShape>> skinny_shapes_from_env() {
+  const char* value = std::getenv("FOVEA_CUDA_SKINNY_GEMM");
+  const std::string text = value ? value : "";
+  if (text.empty() || text == "0") return std::nullopt;
+  std::vector<SkinnyWeightShape> shapes;
+  if (text == "1") return shapes;
+  std::stringstream list(text + ",");  // every item ends with a comma; a trailing one leaves an empty item
+  std::string item;
+  while (std::getline(list, item, ',')) {
+    SkinnyWeightShape shape;
+    char x = 0;
+    std::stringstream parse(item);
+    FOVEA_CHECK(parse >> shape.n >> x >> shape.k && x == 'x' && parse.peek() == EOF && shape.n > 0 && shape.k > 0,
+                "FOVEA_CUDA_SKINNY_GEMM=", text, ": expected 0, 1 or weight shapes NxK,NxK,... (e.g. 6144x4096)");
+    shapes.push_back(shape);
+  }
+  return shapes;
+}
+
+bool skinny_shape_listed(const std::vector<SkinnyWeightShape>& shapes, int64_t n, int64_t k) {
+  if (shapes.empty()) return true;
+  for (const SkinnyWeightShape& s : shapes)
+    if (s.n == n && s.k == k) return true;
+  return false;
 }
 
 }  // namespace fovea::cuda

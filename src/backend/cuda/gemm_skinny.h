@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "backend/cuda/kernels.h"
 
@@ -37,6 +39,15 @@ struct SkinnyGemmDevice {
   int max_clusters[kSkinnyMaxSplits + 1] = {};
   bool usable() const { return max_clusters[1] > 0; }
 };
+
+// A weight shape [n, k] the skinny kernel is chosen for, and the list FOVEA_CUDA_SKINNY_GEMM names: unset, empty
+// or "0" off (std::nullopt), "1" every supported shape (an empty list), "NxK,NxK,..." only those. Throws
+// fovea::Error on anything else.
+struct SkinnyWeightShape {
+  int64_t n = 0, k = 0;
+};
+std::optional<std::vector<SkinnyWeightShape>> skinny_shapes_from_env();
+bool skinny_shape_listed(const std::vector<SkinnyWeightShape>& shapes, int64_t n, int64_t k);
 
 // Sets the kernels' shared-memory attributes and measures the cluster occupancy of `device_index` (call at
 // start-up: a graph capture must not contain it).

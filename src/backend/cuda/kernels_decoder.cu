@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -32,6 +33,8 @@ struct RopeCacheWrite {
 template <bool kWriteCache>
 __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
                             int heads_per_chunk, int head_dim, float theta, RopeCacheWrite cache) {
+  wait_for_upstream();
+  release_downstream();
   const int half = head_dim / 2;
   const int pair = threadIdx.x;
   const int t = blockIdx.x * kRopeTokensPerBlock + threadIdx.y;
@@ -100,6 +103,8 @@ int rope_heads_per_chunk(int token_blocks, int rotated_heads) {
 template <int kChunk>
 __global__ void kv_write_kernel(const bf16* qkv, const int* slots, int tokens, int heads, int kv_heads,
                                 int head_dim, bf16* k_cache, bf16* v_cache, int64_t num_slots, int* error_flag) {
+  wait_for_upstream();
+  release_downstream();
   const int kv_width = kv_heads * head_dim, chunks = kv_width / kChunk;
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= int64_t(tokens) * 2 * chunks) return;
@@ -133,6 +138,8 @@ template <typename T>
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const T* logits, int vocab, int* ids) {
   __shared__ float best_value[kArgmaxThreads];
   __shared__ int best_index[kArgmaxThreads];
+  wait_for_upstream();
+  release_downstream();
   const T* row = logits + int64_t(blockIdx.x) * vocab;
   float value = -INFINITY;
   int index = vocab;  // sentinel: larger than any real index
@@ -177,6 +184,8 @@ template <typename T>
 __global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int* ids, int k, float* out,
                                           int* error_flag) {
   __shared__ float scratch[32];
+  wait_for_upstream();
+  release_downstream();
   const T* row = logits + int64_t(blockIdx.x) * vocab;
   float m = -INFINITY;
   for (int v = threadIdx.x; v < vocab; v += blockDim.x) m = fmaxf(m, as_float(row[v]));
@@ -208,9 +217,8 @@ void launch_rope_heads(bf16* qkv, const int* positions, int tokens, int heads, i
   const int token_blocks = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
   const int heads_per_chunk = rope_heads_per_chunk(token_blocks, covered_heads);
   const dim3 grid(token_blocks, (covered_heads + heads_per_chunk - 1) / heads_per_chunk);
-  rope_kernel<kWriteCache><<<grid, block, 0, stream>>>(qkv, positions, tokens, rotated_heads, total_heads,
-                                                       heads_per_chunk, head_dim, theta, cache);
-  FOVEA_CUDA_CHECK_LAUNCH();
+  launch_dependent(rope_kernel<kWriteCache>, grid, block, 0, stream, qkv, positions, tokens, rotated_heads,
+                   total_heads, heads_per_chunk, head_dim, theta, cache);
 }
 
 }  // namespace
@@ -234,33 +242,32 @@ void launch_kv_write(const bf16* qkv, const int* slots, int tokens, int heads, i
   const int64_t work = int64_t(tokens) * 2 * (kv_heads * head_dim / (vector ? 8 : 1));
   if (work == 0) return;
   if (vector)
-    kv_write_kernel<8><<<blocks_for(work, kThreads), kThreads, 0, stream>>>(
-        qkv, slots, tokens, heads, kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
+    launch_dependent(kv_write_kernel<8>, blocks_for(work, kThreads), kThreads, 0, stream, qkv, slots, tokens, heads,
+                     kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
   else
-    kv_write_kernel<1><<<blocks_for(work, kThreads), kThreads, 0, stream>>>(
-        qkv, slots, tokens, heads, kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(kv_write_kernel<1>, blocks_for(work, kThreads), kThreads, 0, stream, qkv, slots, tokens, heads,
+                     kv_heads, head_dim, k_cache, v_cache, num_slots, error_flag);
 }
 
 void launch_argmax(const void* logits, bool logits_f32, int rows, int vocab, int* ids, cudaStream_t stream) {
   if (rows == 0) return;
   if (logits_f32)
-    argmax_kernel<float><<<rows, kArgmaxThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, ids);
+    launch_dependent(argmax_kernel<float>, rows, kArgmaxThreads, 0, stream, static_cast<const float*>(logits), vocab,
+                     ids);
   else
-    argmax_kernel<bf16><<<rows, kArgmaxThreads, 0, stream>>>(static_cast<const bf16*>(logits), vocab, ids);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(argmax_kernel<bf16>, rows, kArgmaxThreads, 0, stream, static_cast<const bf16*>(logits), vocab,
+                     ids);
 }
 
 void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, int vocab, const int* ids, int k,
                                float* out, int* error_flag, cudaStream_t stream) {
   if (rows == 0 || k == 0) return;
   if (logits_f32)
-    log_softmax_gather_kernel<float><<<rows, kThreads, 0, stream>>>(static_cast<const float*>(logits), vocab, ids,
-                                                                     k, out, error_flag);
+    launch_dependent(log_softmax_gather_kernel<float>, rows, kThreads, 0, stream, static_cast<const float*>(logits),
+                     vocab, ids, k, out, error_flag);
   else
-    log_softmax_gather_kernel<bf16><<<rows, kThreads, 0, stream>>>(static_cast<const bf16*>(logits), vocab, ids, k,
-                                                                    out, error_flag);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(log_softmax_gather_kernel<bf16>, rows, kThreads, 0, stream, static_cast<const bf16*>(logits),
+                     vocab, ids, k, out, error_flag);
 }
 
 }  // namespace fovea::cuda

@@ -1,6 +1,7 @@
 // Memory-bound element-wise ops and row copies. One thread handles W = 8 consecutive elements (a 16-byte
 // access) when the row length and pointers allow, one element otherwise.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -11,6 +12,8 @@ constexpr int kThreads = 256;
 
 template <int W>
 __global__ void scale_add_kernel(bf16* x, const bf16* y, const bf16* scale, int64_t total, int cols) {
+  wait_for_upstream();
+  release_downstream();
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (i >= total) return;
   const int c = int(i % cols);
@@ -30,6 +33,8 @@ __global__ void scale_add_kernel(bf16* x, const bf16* y, const bf16* scale, int6
 
 template <int W>
 __global__ void silu_mul_kernel(const bf16* gate_up, bf16* y, int64_t total, int half_cols) {
+  wait_for_upstream();
+  release_downstream();
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (i >= total) return;
   const int64_t row = i / half_cols;
@@ -48,6 +53,8 @@ template <int W>
 __global__ void copy_rows_kernel(const bf16* src, const int* src_index, int64_t src_rows, bf16* dst,
                                  const int* dst_index, int64_t dst_rows, int64_t count, int64_t cols,
                                  int* error_flag) {
+  wait_for_upstream();
+  release_downstream();
   const int64_t chunks_per_row = cols / W;
   const int64_t chunk = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (chunk >= count * chunks_per_row) return;
@@ -75,32 +82,32 @@ void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int c
   const int64_t total = int64_t(rows) * cols;
   if (total == 0) return;
   if (cols % 8 == 0 && aligned16(x) && aligned16(y) && (!scale || aligned16(scale)))
-    scale_add_kernel<8><<<blocks_for(total / 8, kThreads), kThreads, 0, stream>>>(x, y, scale, total, cols);
+    launch_dependent(scale_add_kernel<8>, blocks_for(total / 8, kThreads), kThreads, 0, stream, x, y, scale, total,
+                     cols);
   else
-    scale_add_kernel<1><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(x, y, scale, total, cols);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(scale_add_kernel<1>, blocks_for(total, kThreads), kThreads, 0, stream, x, y, scale, total, cols);
 }
 
 void launch_silu_mul(const bf16* gate_up, bf16* y, int rows, int half_cols, cudaStream_t stream) {
   const int64_t total = int64_t(rows) * half_cols;
   if (total == 0) return;
   if (half_cols % 8 == 0 && aligned16(gate_up) && aligned16(y))
-    silu_mul_kernel<8><<<blocks_for(total / 8, kThreads), kThreads, 0, stream>>>(gate_up, y, total, half_cols);
+    launch_dependent(silu_mul_kernel<8>, blocks_for(total / 8, kThreads), kThreads, 0, stream, gate_up, y, total,
+                     half_cols);
   else
-    silu_mul_kernel<1><<<blocks_for(total, kThreads), kThreads, 0, stream>>>(gate_up, y, total, half_cols);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(silu_mul_kernel<1>, blocks_for(total, kThreads), kThreads, 0, stream, gate_up, y, total,
+                     half_cols);
 }
 
 void launch_copy_rows(const bf16* src, const int* src_index, int64_t src_rows, bf16* dst, const int* dst_index,
                       int64_t dst_rows, int64_t count, int64_t cols, int* error_flag, cudaStream_t stream) {
   if (count == 0 || cols == 0) return;
   if (cols % 8 == 0 && aligned16(src) && aligned16(dst))
-    copy_rows_kernel<8><<<blocks_for(count * cols / 8, kThreads), kThreads, 0, stream>>>(
-        src, src_index, src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
+    launch_dependent(copy_rows_kernel<8>, blocks_for(count * cols / 8, kThreads), kThreads, 0, stream, src,
+                     src_index, src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
   else
-    copy_rows_kernel<1><<<blocks_for(count * cols, kThreads), kThreads, 0, stream>>>(
-        src, src_index, src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(copy_rows_kernel<1>, blocks_for(count * cols, kThreads), kThreads, 0, stream, src, src_index,
+                     src_rows, dst, dst_index, dst_rows, count, cols, error_flag);
 }
 
 }  // namespace fovea::cuda

@@ -2,6 +2,7 @@
 // accesses when the row length allows (W = 8), a scalar path otherwise (W = 1). Rows are re-read from L1/L2
 // between passes rather than held in registers, so any row length works with one kernel.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -13,6 +14,8 @@ int norm_threads(int cols) { return cols >= 2048 ? 256 : 128; }
 template <int W>
 __global__ void layer_norm_kernel(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int cols) {
   __shared__ float scratch[32];
+  wait_for_upstream();
+  release_downstream();
   const bf16* row = x + int64_t(blockIdx.x) * cols;
   bf16* out = y + int64_t(blockIdx.x) * cols;
   float v[W], g[W], b[W];
@@ -45,6 +48,8 @@ __global__ void layer_norm_kernel(const bf16* x, const bf16* gamma, const bf16* 
 template <int W>
 __global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int cols) {
   __shared__ float scratch[32];
+  wait_for_upstream();
+  release_downstream();
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
   float v[W], a[W], g[W];
@@ -85,10 +90,9 @@ void launch_rms(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf1
   if (rows == 0) return;
   const int threads = norm_threads(cols);
   if (can_vectorise(cols, {residual, x, gamma, y}))
-    rms_norm_kernel<8><<<rows, threads, 0, stream>>>(residual, x, gamma, eps, y, cols);
+    launch_dependent(rms_norm_kernel<8>, rows, threads, 0, stream, residual, x, gamma, eps, y, cols);
   else
-    rms_norm_kernel<1><<<rows, threads, 0, stream>>>(residual, x, gamma, eps, y, cols);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(rms_norm_kernel<1>, rows, threads, 0, stream, residual, x, gamma, eps, y, cols);
 }
 
 }  // namespace
@@ -98,10 +102,9 @@ void launch_layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, float
   if (rows == 0) return;
   const int threads = norm_threads(cols);
   if (can_vectorise(cols, {x, gamma, beta, y}))
-    layer_norm_kernel<8><<<rows, threads, 0, stream>>>(x, gamma, beta, eps, y, cols);
+    launch_dependent(layer_norm_kernel<8>, rows, threads, 0, stream, x, gamma, beta, eps, y, cols);
   else
-    layer_norm_kernel<1><<<rows, threads, 0, stream>>>(x, gamma, beta, eps, y, cols);
-  FOVEA_CUDA_CHECK_LAUNCH();
+    launch_dependent(layer_norm_kernel<1>, rows, threads, 0, stream, x, gamma, beta, eps, y, cols);
 }
 
 void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols, cudaStream_t stream) {
