@@ -82,3 +82,25 @@ def test_awq_copy_of_the_demo_runs_packed_exactly_like_dequantized(tmp_path):
 def test_unknown_w4_mode_is_refused(demo_model, tmp_path):
     with pytest.raises(AssertionError, match="unknown --w4 'int4' \\(auto, packed, dequantize\\)"):
         run(demo_model, tmp_path, "bad", "int4")
+
+
+SHARED_TOKENIZER = ROOT.parent / "shared" / "data" / "tokenizers" / "internlm2" / "tokenizer.model"
+
+
+@pytest.mark.skipif(not SHARED_TOKENIZER.is_file(), reason="../shared/data's internlm2 tokenizer is absent")
+def test_awq_copy_of_the_tiny_hf_model_runs_packed_exactly_like_dequantized(tmp_path):
+    """The -hf layout run_all.sh benchmarks (text_config, separate q/k/v and gate/up parts stacked at load), at the
+    tiny shapes of make_model.py (needs torch and transformers)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    model = tmp_path / "model"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "gpu" / "make_model.py"), "--out", str(model), "--tiny",
+                    "--device", "cpu", "--dtype", "bf16", "--tokenizer", str(SHARED_TOKENIZER)],
+                   check=True, capture_output=True, timeout=600)
+    awq = tmp_path / "awq"
+    assert make_w4_checkpoint.convert(model, awq, 32) == 2 * 7  # q, k, v, o, gate, up, down of both layers
+    assert json.loads((awq / "config.json").read_text())["text_config"]["quantization_config"]["group_size"] == 32
+    packed_log, packed = run(awq, tmp_path, "packed", "packed")
+    _, dense = run(awq, tmp_path, "dense", "dequantize")
+    assert "W4A16 (awq 4-bit, group 32): 8 LLM linears kept 4-bit on the device" in packed_log, packed_log
+    assert np.array_equal(packed, dense)
