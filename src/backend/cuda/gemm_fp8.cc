@@ -27,46 +27,23 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
   if (it != plans_.end()) return it->second;
   LtPlan plan;
   try {
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    const bool bias_epilogue = o.epilogue == GemmEpilogue::Bias || o.epilogue == GemmEpilogue::BiasGelu;
+    FOVEA_CHECK(bias_epilogue == (o.bias != nullptr), "linear_fp8: a bias pointer needs a bias epilogue and back");
+    init_tn_plan(plan, CUDA_R_8F_E4M3, o.m, o.n, o.k, o.n, o.epilogue);
     const int8_t fast_accumulate = 0;
     FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
                                                       sizeof(fast_accumulate)));
-    const cublasLtEpilogue_t epilogue = lt_epilogue(o.epilogue);
-    FOVEA_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-    if (o.bias) {
-      const cudaDataType_t bias_type = CUDA_R_16BF;
-      FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                        sizeof(bias_type)));
-    }
     set_pointers(plan, o);
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_8F_E4M3, o.k, o.n, o.k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_8F_E4M3, o.k, o.m, o.k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.n));
-    cublasLtMatmulPreference_t pref;
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                            &workspace_bytes_, sizeof(workspace_bytes_)));
-    // The alignment these operands have; the heuristic otherwise assumes 256 bytes.
-    const unsigned align = common_alignment({o.x8, o.w8, o.y, o.bias});
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
     constexpr int kCandidates = 8;
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-    int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                                 pref, kCandidates, results, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    FOVEA_CHECK(status == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no FP8 algorithm for linear_fp8 M=",
-                o.m, " N=", o.n, " K=", o.k, " (status ", int(status), ")");
+    cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+    const auto results = heuristic_candidates(handle_, plan, workspace_bytes_,
+                                              common_alignment({o.x8, o.w8, o.y, o.bias}), kCandidates, status);
+    FOVEA_CHECK(!results.empty(), "cuBLASLt has no FP8 algorithm for linear_fp8 M=", o.m, " N=", o.n, " K=", o.k,
+                " (status ", int(status), ")");
+    const int found = int(results.size());
     int chosen = -1;
     cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
     for (int i = 0; i < found && chosen < 0; ++i) {
-      if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
       if (stream_is_capturing(stream_)) {  // no trial launches inside a capture: trust the first
         chosen = i;
         break;

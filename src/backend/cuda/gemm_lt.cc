@@ -90,20 +90,43 @@ void destroy_plan(LtPlan& plan) {
   plan = LtPlan{};
 }
 
-std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan, const Operands& o,
-                                                                unsigned alignment, int count) {
+void init_tn_plan(LtPlan& plan, cudaDataType_t ab_type, int m, int n, int k, int ldy, GemmEpilogue epilogue) {
+  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  const cublasLtEpilogue_t lt = lt_epilogue(epilogue);
+  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof(lt)));
+  if (has_bias(epilogue)) {
+    const cudaDataType_t bias_type = CUDA_R_16BF;
+    FOVEA_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+  }
+  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, ab_type, k, n, k));
+  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, ab_type, k, m, k));
+  FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, n, m, ldy));
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_candidates(cublasLtHandle_t handle, const LtPlan& plan,
+                                                                  size_t workspace_bytes, unsigned alignment,
+                                                                  int count, cublasStatus_t& status) {
   cublasLtMatmulPreference_t pref;
   FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                          &workspace_bytes_, sizeof(workspace_bytes_)));
-  const uint32_t align32 = alignment;
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32)));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.op, plan.a, plan.b, plan.c, plan.c,
-                                                               pref, count, results.data(), &found);
+  try {
+    FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &workspace_bytes, sizeof(workspace_bytes)));
+    const uint32_t align32 = alignment;
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      FOVEA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align32, sizeof(align32)));
+    status = cublasLtMatmulAlgoGetHeuristic(handle, plan.op, plan.a, plan.b, plan.c, plan.c, pref, count,
+                                            results.data(), &found);
+  } catch (...) {
+    cublasLtMatmulPreferenceDestroy(pref);
+    throw;
+  }
   cublasLtMatmulPreferenceDestroy(pref);
   if (status != CUBLAS_STATUS_SUCCESS) found = 0;
   results.resize(size_t(std::max(found, 0)));
@@ -111,6 +134,13 @@ std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan
   results.erase(std::remove_if(results.begin(), results.end(),
                                [](const auto& r) { return r.state != CUBLAS_STATUS_SUCCESS; }),
                 results.end());
+  return results;
+}
+
+std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan, const Operands& o,
+                                                                unsigned alignment, int count) {
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  auto results = heuristic_candidates(handle_, plan, workspace_bytes_, alignment, count, status);
   if (results.empty())
     FOVEA_FAIL("cuBLASLt has no algorithm for linear M=", o.m, " N=", o.n, " K=", o.k, " epilogue ",
                gemm_epilogue_name(o.epilogue), " (status ", int(status), ")");
@@ -176,22 +206,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
   if (it != plans_.end()) return it->second;
   Plan plan;
   try {
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
-    FOVEA_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
-    FOVEA_CUBLAS_CHECK(
-        cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    const cublasLtEpilogue_t lt = lt_epilogue(o.epilogue);
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &lt, sizeof(lt)));
-    if (has_bias(o.epilogue)) {
-      const cudaDataType_t bias_type = CUDA_R_16BF;
-      FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
-                                                        sizeof(bias_type)));
-    }
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, o.k, o.n, o.k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, o.k, o.m, o.k));
-    FOVEA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, o.n, o.m, o.ldy));
+    init_tn_plan(plan, CUDA_R_16BF, o.m, o.n, o.k, o.ldy, o.epilogue);
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);

@@ -53,6 +53,16 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 void destroy_plan(LtPlan& plan);
+// The descriptors both GEMMs use: row-major y[m, n] = x[m, k] · w[n, k]^T as cuBLASLt's column-major
+// y^T = w^T x^T with A = w (op T) and B = x (op N), both of `ab_type` with leading dimension k (the "TN" layout
+// Hopper's FP8 kernels require), f32 compute, bf16 output with row stride ldy, and the epilogue (a bf16 bias when
+// it has one). Throws on a cuBLASLt error; the caller destroys `plan` either way.
+void init_tn_plan(LtPlan& plan, cudaDataType_t ab_type, int m, int n, int k, int ldy, GemmEpilogue epilogue);
+// The heuristic's usable algorithms for `plan`, at most `count`, asked with the workspace size and the operands'
+// common alignment (without it the heuristic assumes 256-byte aligned operands); `status` gets its status.
+std::vector<cublasLtMatmulHeuristicResult_t> heuristic_candidates(cublasLtHandle_t handle, const LtPlan& plan,
+                                                                  size_t workspace_bytes, unsigned alignment,
+                                                                  int count, cublasStatus_t& status);
 // The largest power of two up to 256 dividing every non-null address (cuBLASLt's alignment preferences).
 unsigned common_alignment(std::initializer_list<const void*> ptrs);
 bool stream_is_capturing(cudaStream_t stream);
