@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm_skinny.h"
+#include "backend/cuda/gemm_w4.h"
 #include "backend/w4_layout.h"
 #include "ops_harness.h"
 
@@ -290,7 +291,9 @@ void skinny_gemms(Perf& p) {
 // W4A16 (linear_w4, gemm_w4.h) at the InternLM2-7B projections, group 128, beside the bf16 linear at the same
 // shape: microseconds and GB/s of the weight bytes each reads (4-bit: codes + params; bf16: 2 per weight),
 // weights rotated over >= 256 MB copies as in decode_gemms. M = 1, 16, 64 run the fused kernel, M = 256 the
-// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" and "bf16 <shape> M=<m>"; FOVEA_OPS_PERF=w4 times only
+// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" (the selected kernel version: v2 unless FOVEA_W4_KERNEL=v1),
+// "w4v1 <shape> M=<m>" (v1, M <= 64) and "bf16 <shape> M=<m>"; then "w4 dequantize <shape>" and "w4v1 dequantize
+// <shape>", the large-M path's dequantization alone in GB/s of bf16 bytes written. FOVEA_OPS_PERF=w4 times only
 // these (FOVEA_W4_FUSED=0 sends every M through the dequantize path, for the A/B).
 void w4_gemms(Perf& p) {
   const double rotation_bytes = 256e6;
@@ -325,13 +328,36 @@ void w4_gemms(Perf& p) {
     for (int64_t m : {1, 16, 64, 256}) {
       Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
       const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
-      const double w4_ms = p.time_ms([&] { p.b().linear_w4(x, w4[next++ % w4.size()], Tensor{}, y, workspace); });
+      auto run_w4 = [&] { p.b().linear_w4(x, w4[next++ % w4.size()], Tensor{}, y, workspace); };
+      const double w4_ms = p.time_ms(run_w4);  // the first call also sets the version from FOVEA_W4_KERNEL
       const double bf16_ms = p.time_ms([&] { p.b().linear(x, dense[next++ % dense.size()], Tensor{}, y); });
       std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4 " + shape).c_str(), w4_ms * 1e3,
                   w4_bytes / w4_ms / 1e6);
+      const cuda::W4Kernel selected = cuda::w4_kernel();
+      if (m <= cuda::kW4FusedMaxRows && selected != cuda::W4Kernel::kV1) {
+        cuda::set_w4_kernel(cuda::W4Kernel::kV1);
+        const double v1_ms = p.time_ms(run_w4);
+        cuda::set_w4_kernel(selected);
+        std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4v1 " + shape).c_str(), v1_ms * 1e3,
+                    w4_bytes / v1_ms / 1e6);
+      }
       std::printf("%-44s %9.1f us %8.0f GB/s (bf16 weight bytes)\n", ("bf16 " + shape).c_str(), bf16_ms * 1e3,
                   bf16_bytes / bf16_ms / 1e6);
     }
+    const cuda::W4Kernel selected = cuda::w4_kernel();
+    for (cuda::W4Kernel version : {cuda::W4Kernel::kV2, cuda::W4Kernel::kV1}) {
+      cuda::set_w4_kernel(version);
+      auto* dense_out = static_cast<cuda::bf16*>(workspace.data);
+      const double ms = p.time_ms([&] {
+        const W4Weight& w = w4[next++ % w4.size()];
+        cuda::launch_w4_dequantize(static_cast<const uint32_t*>(w.codes.data),
+                                   static_cast<const uint32_t*>(w.params.data), nullptr, dense_out, int(g.n), int(g.k),
+                                   int(group), p.stream());
+      });
+      const std::string label = std::string(version == cuda::W4Kernel::kV1 ? "w4v1" : "w4") + " dequantize " + g.name;
+      std::printf("%-44s %9.1f us %8.0f GB/s (bf16 bytes written)\n", label.c_str(), ms * 1e3, bf16_bytes / ms / 1e6);
+    }
+    cuda::set_w4_kernel(selected);
   }
 }
 

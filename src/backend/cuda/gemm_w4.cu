@@ -10,6 +10,8 @@
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_w4.h"
+#include "backend/cuda/gemm_w4_device.cuh"
+#include "backend/cuda/gemm_w4_v2.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/w4_layout.h"
 
@@ -19,18 +21,21 @@ namespace {
 using mma_detail::cp_async16;
 using mma_detail::cp_async_commit;
 using mma_detail::cp_async_wait;
-using mma_detail::ldmatrix_x4;
-using mma_detail::mma_bf16;
-using mma_detail::pack_bf16;
+using w4_device::cp_async4;
+using w4_device::dequantize_pair;
+using w4_device::group_operands;
+using w4_device::GroupOperands;
+using w4_device::kCodeStride;
+using w4_device::kXStride;
+using w4_device::param_scale;
 
+// v1 fused kernel (FOVEA_W4_KERNEL=v1): 4 warps x 32 weight rows, 4-stage ring.
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpN = kW4TileN / kWarps;  // 32 weight rows per warp: four n8 tiles
 constexpr int kNTiles = kWarpN / 8;
 constexpr int kStages = 4;
-constexpr int kCodeStride = kW4TileK / 8 + 4;  // words per row: +4 puts the 8 rows a warp reads on distinct banks
-constexpr int kXStride = kW4TileK + 8;         // bf16 per row: +16 bytes keeps ldmatrix free of bank conflicts
-constexpr int kMinGroup = 16;                  // a 16-column mma step never straddles two groups
+constexpr int kMinGroup = 16;  // a 16-column mma step never straddles two groups
 constexpr int kParamStride = kW4TileK / kMinGroup + 1;
 constexpr int kCodeBytes = kW4TileN * kCodeStride * 4;
 constexpr int kParamBytes = kW4TileN * kParamStride * 4;
@@ -45,41 +50,6 @@ constexpr int smem_bytes() {
   return kStages * stage_bytes<kMTiles>();
 }
 
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  const uint32_t addr = uint32_t(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(addr), "l"(src), "r"(valid ? 4 : 0));
-}
-
-__device__ __forceinline__ float param_scale(uint32_t p) {
-  const uint32_t bits = p & w4::kScaleMask;
-  return (p & w4::kBf16ScaleFlag) ? __uint_as_float(bits << 16) : __half2float(__ushort_as_half(uint16_t(bits)));
-}
-
-// One group's scale and zero point as bf16x2 operands: s = hi + lo exactly (hi: s truncated to bf16, lo: the
-// rest, at most 3 significant bits), zero = 128 + z in both halves.
-struct GroupOperands {
-  uint32_t hi, lo, zero;
-};
-__device__ __forceinline__ GroupOperands group_operands(uint32_t p) {
-  const float s = param_scale(p);
-  const float hi = __uint_as_float(__float_as_uint(s) & 0xFFFF0000u);
-  const uint32_t lo = uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(s - hi)));  // exact: s - hi fits bf16
-  const uint32_t hi_bits = __float_as_uint(hi) >> 16;
-  const uint32_t z = uint32_t(w4::param_zero(p));
-  return {hi_bits | (hi_bits << 16), lo | (lo << 16), 0x43004300u | z | (z << 16)};
-}
-
-// The bf16x2 fragment register of the codes in bits 0-3 and 16-19 of `bits`: bf16((q - z) * s) for each, the
-// exact product rounded once (see gemm_w4.h).
-__device__ __forceinline__ uint32_t dequantize_pair(uint32_t bits, const GroupOperands& g) {
-  const uint32_t q = (bits & 0x000F000Fu) | 0x43004300u;  // bf16 128 + q in each half
-  uint32_t d, lo, w;
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(q), "r"(g.zero));
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(d), "r"(g.lo));
-  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w) : "r"(d), "r"(g.hi), "r"(lo));
-  return w;
-}
-
 // Block (blockIdx.x, blockIdx.y): weight rows [128 x, 128 x + 128), K stages of split y. Rows of x past m and
 // weight rows past n are zero-filled in shared memory and never stored.
 template <int kMTiles>
@@ -89,9 +59,8 @@ __global__ void __launch_bounds__(kThreads)
                     int k, int group) {
   extern __shared__ __align__(16) unsigned char smem[];
   const int n0 = int(blockIdx.x) * kW4TileN;
-  const int split = int(blockIdx.y), splits = int(gridDim.y);
-  const int k_tiles = k / kW4TileK;
-  const int kt_begin = split * k_tiles / splits, kt_count = (split + 1) * k_tiles / splits - kt_begin;
+  const w4_device::StageRange stages = w4_device::split_stages(k);
+  const int kt_begin = stages.begin, kt_count = stages.count;
   const int words_per_row = k / 8, groups = k / group;
   const int groups_per_stage = group >= kW4TileK ? 1 : kW4TileK / group;
   const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
@@ -122,14 +91,7 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t* src = valid ? params + int64_t(n0 + row) * groups + g0 + gi : params;
       cp_async4(s_params + row * kParamStride + gi, src, valid);
     }
-    bf16* s_x = x_of(slot);
-#pragma unroll
-    for (int i = tid; i < kMTiles * 16 * (kW4TileK / 8); i += kThreads) {  // 16 x 16 bytes per x row
-      const int row = i / (kW4TileK / 8), part = i % (kW4TileK / 8);
-      const bool valid = row < m;
-      const bf16* src = valid ? x + int64_t(row) * k + k0 + part * 8 : x;
-      cp_async16(s_x + row * kXStride + part * 8, src, valid);
-    }
+    w4_device::load_x_stage<kMTiles, kThreads>(x_of(slot), x, m, k, k0, tid);
   };
 
   const int g = lane / 4, t = lane % 4;
@@ -153,17 +115,13 @@ __global__ void __launch_bounds__(kThreads)
           for (int j = 0; j < kNTiles; ++j)
             ops[j] = group_operands(s_params[(warp * kWarpN + j * 8 + g) * kParamStride + gi]);
         }
-        uint32_t a[kMTiles][4];
-#pragma unroll
-        for (int mi = 0; mi < kMTiles; ++mi)
-          ldmatrix_x4(a[mi], s_x + (mi * 16 + lane % 16) * kXStride + kk + (lane / 16) * 8);
+        uint32_t b[kNTiles][2];
 #pragma unroll
         for (int j = 0; j < kNTiles; ++j) {
-          const uint32_t b0 = dequantize_pair(words[j] >> (8 * step), ops[j]);      // columns 2t, 2t + 1
-          const uint32_t b1 = dequantize_pair(words[j] >> (8 * step + 4), ops[j]);  // columns 2t + 8, 2t + 9
-#pragma unroll
-          for (int mi = 0; mi < kMTiles; ++mi) mma_bf16(acc[mi][j], a[mi], b0, b1);
+          b[j][0] = dequantize_pair(words[j] >> (8 * step), ops[j]);      // columns 2t, 2t + 1
+          b[j][1] = dequantize_pair(words[j] >> (8 * step + 4), ops[j]);  // columns 2t + 8, 2t + 9
         }
+        w4_device::multiply_step(acc, s_x, kk, lane, b);
       }
     }
   };
@@ -183,29 +141,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   cp_async_wait<0>();
 
-#pragma unroll
-  for (int mi = 0; mi < kMTiles; ++mi) {
-#pragma unroll
-    for (int j = 0; j < kNTiles; ++j) {
-      const int col = n0 + warp * kWarpN + j * 8 + 2 * t;
-      if (col >= n) continue;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = mi * 16 + g + 8 * h;
-        if (row >= m) continue;
-        float v0 = acc[mi][j][2 * h], v1 = acc[mi][j][2 * h + 1];
-        if (splits > 1) {
-          *reinterpret_cast<float2*>(partials + (int64_t(split) * m + row) * n + col) = make_float2(v0, v1);
-          continue;
-        }
-        if (bias) {
-          v0 += __bfloat162float(bias[col]);
-          v1 += __bfloat162float(bias[col + 1]);
-        }
-        *reinterpret_cast<uint32_t*>(y + int64_t(row) * n + col) = pack_bf16(v0, v1);
-      }
-    }
-  }
+  w4_device::store_accumulators(acc, n0 + warp * kWarpN, lane, bias, y, partials, m, n);
 }
 
 // y = sum of the splits' partials in split order, + bias; two columns per thread.
@@ -225,7 +161,7 @@ __global__ void w4_reduce_kernel(const float* __restrict__ partials, const bf16*
     sum.x += __bfloat162float(bias[col]);
     sum.y += __bfloat162float(bias[col + 1]);
   }
-  *reinterpret_cast<uint32_t*>(y + i) = pack_bf16(sum.x, sum.y);
+  *reinterpret_cast<uint32_t*>(y + i) = mma_detail::pack_bf16(sum.x, sum.y);
 }
 
 // One thread per 8 output columns of one weight row, in float as the host dequantization computes it.
@@ -253,6 +189,44 @@ __global__ void w4_dequantize_kernel(const uint32_t* __restrict__ codes, const u
     store_bf16<8>(out, v);
   } else {
     for (int e = 0; e < 8 && c0 + e < k; ++e) out[e] = __float2bfloat16_rn(v[e]);
+  }
+}
+
+// One thread per 32-column chunk of one weight row (k % 32 == 0, group % 16 == 0, no act-order): the chunk's four
+// code words in one 16-byte load, its (at most two) params read once, four 16-byte stores of 8 columns each.
+// Store j (0-3) holds columns 8 j + 2 t + e of the chunk, i.e. nibble j + 4 e of word t (w4_layout.h), and its 16
+// columns' step (j / 2) lies in one group. The float arithmetic is the host's: 2^23 + q is exact in float, so
+// (2^23 + q) - (2^23 + z) is float(q) - float(z) without an int-to-float conversion, times s, rounded once.
+__global__ void w4_dequantize_chunks_kernel(const uint32_t* __restrict__ codes, const uint32_t* __restrict__ params,
+                                            bf16* __restrict__ w, int rows, int k, int group) {
+  const int chunks = k / w4::kChunkColumns;
+  const int idx = int(blockIdx.x) * int(blockDim.x) + int(threadIdx.x);  // < rows * chunks < 2^31 (launch checks)
+  if (idx >= rows * chunks) return;
+  const int row = idx / chunks, c0 = (idx - row * chunks) * w4::kChunkColumns;
+  const uint4 packed = reinterpret_cast<const uint4*>(codes)[idx];  // a row is 4 * chunks words: chunk idx's four
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  const uint32_t* row_params = params + int64_t(row) * (k / group);
+  const int group0 = c0 / group;
+  const int group1 = c0 + 16 < (group0 + 1) * group ? group0 : group0 + 1;  // the second 16-column step's group
+  bf16* out = w + int64_t(row) * k + c0;
+#pragma unroll
+  for (int step = 0; step < 2; ++step) {
+    const uint32_t p = row_params[step == 0 ? group0 : group1];
+    const float s = param_scale(p), biased_zero = 8388608.f + float(w4::param_zero(p));
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int j = 2 * step + half;
+      float v[8];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const uint32_t q = (words[t] >> (4 * (j + 4 * e))) & 0xFu;
+          v[2 * t + e] = (__uint_as_float(0x4B000000u | q) - biased_zero) * s;
+        }
+      }
+      store_bf16<8>(out + 8 * j, v);
+    }
   }
 }
 
@@ -325,10 +299,21 @@ bool w4_fused_enabled() {
   return enabled;
 }
 
+namespace {
+std::atomic<int> selected_kernel{int(W4Kernel::kV2)};
+}  // namespace
+
+W4Kernel w4_kernel() { return W4Kernel(selected_kernel.load(std::memory_order_relaxed)); }
+
+void set_w4_kernel(W4Kernel kernel) { selected_kernel.store(int(kernel), std::memory_order_relaxed); }
+
 void prepare_w4_kernels() {
+  if (const char* v = std::getenv("FOVEA_W4_KERNEL"))
+    set_w4_kernel(std::string(v) == "v1" ? W4Kernel::kV1 : W4Kernel::kV2);
   allow_shared_memory(w4_fused_kernel<1>, smem_bytes<1>(), true);
   allow_shared_memory(w4_fused_kernel<2>, smem_bytes<2>(), true);
   allow_shared_memory(w4_fused_kernel<4>, smem_bytes<4>(), true);
+  prepare_w4_v2_kernels();
 }
 
 void launch_w4_gather_columns(const bf16* x, const int* perm, bf16* out, int m, int k, cudaStream_t stream) {
@@ -340,6 +325,14 @@ void launch_w4_gather_columns(const bf16* x, const int* perm, bf16* out, int m, 
 void launch_w4_dequantize(const uint32_t* codes, const uint32_t* params, const int* inverse_perm, bf16* w, int rows,
                           int k, int group, cudaStream_t stream) {
   constexpr int kBlock = 256;
+  const int64_t chunks = int64_t(rows) * (k / w4::kChunkColumns);
+  const bool aligned = (reinterpret_cast<uintptr_t>(codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
+  if (w4_kernel() == W4Kernel::kV2 && !inverse_perm && k % w4::kChunkColumns == 0 && group % 16 == 0 && aligned &&
+      chunks < (int64_t(1) << 31) - kBlock) {
+    w4_dequantize_chunks_kernel<<<blocks_for(chunks, kBlock), kBlock, 0, stream>>>(codes, params, w, rows, k, group);
+    FOVEA_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   const int64_t work = int64_t(rows) * ((k + 7) / 8);
   w4_dequantize_kernel<<<blocks_for(work, kBlock), kBlock, 0, stream>>>(codes, params, inverse_perm, w, rows, k, group);
   FOVEA_CUDA_CHECK(cudaGetLastError());
@@ -347,7 +340,9 @@ void launch_w4_dequantize(const uint32_t* codes, const uint32_t* params, const i
 
 void launch_w4_fused(const bf16* x, const uint32_t* codes, const uint32_t* params, const bf16* bias, bf16* y,
                      float* partials, int m, int n, int k, int group, int splits, cudaStream_t stream) {
-  if (m <= 16) {
+  if (w4_kernel() == W4Kernel::kV2) {
+    launch_w4_fused_v2(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
+  } else if (m <= 16) {
     launch_fused<1>(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
   } else if (m <= 32) {
     launch_fused<2>(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);

@@ -25,19 +25,39 @@
 // same permutation (one small kernel into the workspace) before the fused kernel; the large-M path instead
 // dequantizes W straight back into the original column order through inverse_perm, so x is used as it is.
 //
-// Small M (decode, M <= kW4FusedMaxRows = 64): w4_fused_kernel. A block owns 128 weight rows (4 warps x 32) and
-// all M rows of x; K is streamed in 128-column stages through a 4-deep cp.async ring (codes 8 KB, params and the
-// x columns per stage), dequantized in registers as above and multiplied with mma.sync m16n8k16 (bf16 in, f32
-// accumulate). When N / 128 gives too few blocks for the SMs, K is split over gridDim.y (at most two blocks per
-// SM in one wave); the splits write float32 partial tiles into the workspace and a second kernel adds them in
-// split order plus the bias (deterministic, no atomics). Nothing is allocated and nothing waits on the host:
-// graph-capturable. At M = 64 the kernel is bound by mma.sync issue and the x fragments it re-reads from shared
-// memory, not by bytes; at M <= 16 by the dequantization arithmetic (~2.5 instructions per weight).
+// Small M (decode, M <= kW4FusedMaxRows = 64): the fused kernel. A block owns 128 weight rows and all M rows of
+// x; K is streamed in 128-column stages through a cp.async ring (codes 8 KB, params and the x columns per stage),
+// dequantized in registers as above and multiplied with mma.sync m16n8k16 (bf16 in, f32 accumulate). When N / 128
+// gives too few blocks for the SMs, K is split over gridDim.y (at most two blocks per SM in one wave); the splits
+// write float32 partial tiles into the workspace and a second kernel adds them in split order plus the bias
+// (deterministic, no atomics). Nothing is allocated and nothing waits on the host: graph-capturable.
 //
-// Large M (prefill) and shapes the fused kernel does not take: w4_dequantize_kernel writes the bf16 weight into
-// the workspace (the same float arithmetic as the host dequantization), then the ordinary bf16 linear
-// (cuBLASLt) runs on it, as vLLM's AWQ path does above 256 tokens. At M = 8192 the extra pass costs a few
-// percent of the GEMM.
+// Two versions, FOVEA_W4_KERNEL=v1|v2 (default v2; w4_kernel()). v1, the first, measured on the H200 slower than
+// the bf16 GEMM it replaces (w13 4096 -> 28672, M = 1: 77 us vs 59.6; M = 64: 132 vs 62): Nsight Compute showed
+// ~930 instructions per warp and stage where the dequantization needs ~200 (the copy loops' trip counts and the
+// group positions were runtime values: divisions, remainder loops and branches in every stage), and at most 12
+// warps per SM (4-warp blocks, 3 per SM by shared memory; 1 at M = 64 with 162 registers), 7 achieved, so the
+// dependent bf16x2 chains stalled with nothing else to issue. v2 (gemm_w4_v2.cu) keeps the layout, the exact
+// arithmetic and the 128 x 128 block tile, and changes what those measurements pointed at:
+//  - 8 warps x 16 rows (two n8 tiles): half the accumulators, so 127 registers at M = 64 and <= 80 at M <= 16;
+//  - templated on the groups per stage (1, 2, 4, 8) besides the m16 tiles, so every copy loop and every group
+//    boundary is a compile-time constant (~330 instructions per warp and stage for half v1's rows);
+//  - the mask-and-or in one lop3 (the compiler emits LOP3 + LOP3 for two immediates);
+//  - 4 stages at M <= 32, 3 at M = 64 (x's tile is 17 KB there): two blocks, 16 warps, per SM at every M, three
+//    at M <= 16; the split count (two blocks per SM) is unchanged, so the workspace is too;
+//  - launched as a dependent launch (dependent_launch.cuh): the first stages' weights stream in before
+//    griddepcontrol.wait, since nothing upstream writes them; x only after it.
+// At M <= 16 the remaining cost is the dequantization itself (sub, mul, fma + lop3 + a shift per two weights);
+// at M = 64 the x fragments every warp re-reads from shared memory and mma.sync issue.
+//
+// Large M (prefill) and shapes the fused kernel does not take: the bf16 weight is dequantized into the workspace
+// (the same float arithmetic as the host), then the ordinary bf16 linear (cuBLASLt) runs on it, as vLLM's AWQ
+// path does above 256 tokens. v1's kernel (one thread per 8 columns with a 64-bit index, a division and a code
+// and param lookup per output) took 446 us for w13, instruction-bound; v2's w4_dequantize_chunks_kernel (K a
+// multiple of 32, no act-order) gives a thread one 32-column chunk: one 16-byte load of its four code words, its
+// one or two params read once, 2^23 + q built as a float bit pattern (no int-to-float conversion), four 16-byte
+// stores, so it should be bound by the 2 bytes per weight it writes. Act-order and K not a multiple of 32 keep
+// the per-column kernel.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -68,7 +88,14 @@ size_t w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted, in
 int w4_sm_count(int device_index);
 // False when FOVEA_W4_FUSED=0 (read once): every linear_w4 then dequantizes and runs cuBLASLt, for A/B runs.
 bool w4_fused_enabled();
-// Raises the fused kernels' shared-memory limit; call once before the first launch (outside graph captures).
+// Which kernels launch_w4_fused and launch_w4_dequantize use: v2 (default) or v1, the first version kept as a
+// fallback. Process-wide; prepare_w4_kernels() sets it from FOVEA_W4_KERNEL=v1|v2 when that is set, and the perf
+// rows switch it to time both.
+enum class W4Kernel { kV1 = 1, kV2 = 2 };
+W4Kernel w4_kernel();
+void set_w4_kernel(W4Kernel kernel);
+// Reads FOVEA_W4_KERNEL and raises the fused kernels' shared-memory limits; call once per backend before the
+// first launch (outside graph captures).
 void prepare_w4_kernels();
 
 // out[r, c] = x[r, perm[c]] for r < m, c < k (perm values clamped into [0, k)).
