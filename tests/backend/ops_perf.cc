@@ -288,13 +288,37 @@ void skinny_gemms(Perf& p) {
   }
 }
 
+// The fused kernel with half and twice the K splits linear_w4 picks (w4_fused_splits), where the workspace holds
+// their partials: rows "w4 <shape> M=<m> S=<splits>", to tune the split rule on the device.
+void w4_split_sweep(Perf& p, int64_t n, int64_t k, int64_t group, const Tensor& x, Tensor& y,
+                    const std::vector<W4Weight>& w4, size_t& next, const Tensor& workspace, const std::string& shape,
+                    double w4_bytes) {
+  const int64_t m = x.dim(0);
+  const int chosen = cuda::w4_fused_splits(n, k, cuda::w4_sm_count(0));
+  const size_t offset = cuda::w4_partials_offset(k, false);
+  auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + offset);
+  for (int splits : {chosen / 2, chosen * 2}) {
+    const bool fits = offset + size_t(splits) * size_t(m) * size_t(n) * 4 <= workspace.nbytes();
+    if (splits < 1 || splits > cuda::kW4MaxSplits || splits > k / cuda::kW4TileK || !fits) continue;
+    const double ms = p.time_ms([&] {
+      const W4Weight& w = w4[next++ % w4.size()];
+      cuda::launch_w4_fused(static_cast<const cuda::bf16*>(x.data), static_cast<const uint32_t*>(w.codes.data),
+                            static_cast<const uint32_t*>(w.params.data), nullptr, static_cast<cuda::bf16*>(y.data),
+                            partials, int(m), int(n), int(k), int(group), splits, p.stream());
+    });
+    const std::string label = "w4 " + shape + " S=" + std::to_string(splits) + " (not " + std::to_string(chosen) + ")";
+    std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", label.c_str(), ms * 1e3, w4_bytes / ms / 1e6);
+  }
+}
+
 // W4A16 (linear_w4, gemm_w4.h) at the InternLM2-7B projections, group 128, beside the bf16 linear at the same
 // shape: microseconds and GB/s of the weight bytes each reads (4-bit: codes + params; bf16: 2 per weight),
 // weights rotated over >= 256 MB copies as in decode_gemms. M = 1, 16, 64 run the fused kernel, M = 256 the
-// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" (the selected kernel version: v2 unless FOVEA_W4_KERNEL=v1),
-// "w4v1 <shape> M=<m>" (v1, M <= 64) and "bf16 <shape> M=<m>"; then "w4 dequantize <shape>" and "w4v1 dequantize
-// <shape>", the large-M path's dequantization alone in GB/s of bf16 bytes written. FOVEA_OPS_PERF=w4 times only
-// these (FOVEA_W4_FUSED=0 sends every M through the dequantize path, for the A/B).
+// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" (the selected kernel version: v2 unless
+// FOVEA_W4_KERNEL=v1), "w4v1 <shape> M=<m>" (v1, M <= 64), w4_split_sweep's rows (v2) and "bf16 <shape> M=<m>";
+// then "w4 dequantize <shape>" and "w4v1 dequantize <shape>", the large-M path's dequantization alone in GB/s of
+// bf16 bytes written. FOVEA_OPS_PERF=w4 times only these (FOVEA_W4_FUSED=0 sends every M through the dequantize
+// path, for the A/B).
 void w4_gemms(Perf& p) {
   const double rotation_bytes = 256e6;
   const int64_t group = 128;
@@ -340,6 +364,7 @@ void w4_gemms(Perf& p) {
         cuda::set_w4_kernel(selected);
         std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4v1 " + shape).c_str(), v1_ms * 1e3,
                     w4_bytes / v1_ms / 1e6);
+        w4_split_sweep(p, g.n, g.k, group, x, y, w4, next, workspace, shape, w4_bytes);
       }
       std::printf("%-44s %9.1f us %8.0f GB/s (bf16 weight bytes)\n", ("bf16 " + shape).c_str(), bf16_ms * 1e3,
                   bf16_bytes / bf16_ms / 1e6);
