@@ -5,22 +5,23 @@
 # InternVL2-8B-shaped model (bench/gpu/make_w4_checkpoint.py, group 128), then the decode benchmark (64 x 256
 # tokens, 1 tile) on the bf16 model, on the AWQ copy with --w4 packed and with --w4 dequantize, and first-token
 # logits of 96 listing-photo requests, packed against dequantize (the same weights in bf16: only the GEMMs'
-# summation order differs); (4) test_golden_forward and test_runner. Binaries from .carry/bin; carry .carry.
-# Logs under $OUT (logs.tar.gz); summary lines on stdout.
+# summation order differs); (4) test_golden_forward and test_runner. OPS=0 skips (1), (2) and (4). Binaries from
+# .carry/bin; carry .carry. Logs under $OUT (logs.tar.gz); summary lines on stdout.
 set -uo pipefail
 source "$(dirname "$0")/device_common.sh"
 device_dirs w4
 start_model_and_workload
 summary() { echo "$1 rc=$2 $(grep -E '^\[  (PASSED|FAILED)' "$3" | tr '\n' ' ')"; }
 
-timeout 200 "$BIN/test_ops" > "$logs/test_ops.log" 2>&1
-summary test_ops $? "$logs/test_ops.log"
-grep -E "^\[  FAILED  \] [A-Za-z].*\(" "$logs/test_ops.log" | head -10
-for fused in 1 0; do
+OPS=${OPS:-1}
+[ "$OPS" = 1 ] && timeout 200 "$BIN/test_ops" > "$logs/test_ops.log" 2>&1
+[ "$OPS" = 1 ] && summary test_ops $? "$logs/test_ops.log"
+[ "$OPS" = 1 ] && grep -E "^\[  FAILED  \] [A-Za-z].*\(" "$logs/test_ops.log" | head -10
+for fused in $([ "$OPS" = 1 ] && echo 1 0); do
   FOVEA_W4_FUSED=$fused FOVEA_OPS_PERF=w4 timeout 90 "$BIN/test_ops" --gtest_filter='OpsPerf.*' \
     > "$logs/perf_w4_fused$fused.log" 2>&1
   echo "w4 perf fused=$fused rc=$?"
-  grep -E "w4|linear" "$logs/perf_w4_fused$fused.log" | grep -vE "^\[|^Note" | head -24
+  grep -E "^(w4|bf16)" "$logs/perf_w4_fused$fused.log" | head -90
 done
 
 wait $prep
@@ -37,7 +38,7 @@ decode() {  # decode NAME MODEL [fovea bench args ...]
   echo "decode $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/decode_$name.json'))['decode']; print('%.3f ms/step (runner %.3f)' % (d['ms_per_step'], d.get('llm_ms_per_step') or 0))" 2>/dev/null)"
   grep -E "W4A16|memory:" "$logs/decode_$name.log" | head -2
 }
-decode bf16 "$WORK/model"
+[ "$OPS" = 1 ] && decode bf16 "$WORK/model"
 decode w4_packed "$WORK/model_awq" --w4 packed
 decode w4_dequantize "$WORK/model_awq" --w4 dequantize
 
@@ -66,7 +67,7 @@ print(f"w4 packed vs dequantize: {len(common)} requests, first token equal {same
       f"logits rel err mean {rel.mean():.2e} max {rel.max():.2e}")
 EOF
 
-for t in test_golden_forward test_runner; do
+for t in $([ "$OPS" = 1 ] && echo test_golden_forward test_runner); do
   timeout 120 "$BIN/$t" > "$logs/$t.log" 2>&1
   summary "$t" $? "$logs/$t.log"
 done
