@@ -14,17 +14,23 @@ FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
 pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary")
 
 
-def run(model, tmp_path, name, quantization):
+def run_one_task(model, tmp_path, name, options, colour=(120, 30, 200)):
+    """`fovea run` on the CPU backend over one 64x48 image task "a" with `options` added; its first-token logits
+    are dumped to tmp_path/<name>_logits (read them with row()). Returns (the process, that path)."""
     (tmp_path / "img").mkdir(exist_ok=True)
-    Image.new("RGB", (64, 48), (120, 30, 200)).save(tmp_path / "img" / "a.png")
+    Image.new("RGB", (64, 48), colour).save(tmp_path / "img" / "a.png")
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"id": "a", "image": "img/a.png", "prompt": "Is there a bed?", "max_tokens": 1}) + "\n")
     logits = tmp_path / f"{name}_logits"
     proc = subprocess.run([FOVEA_BIN, "run", "--model", str(model), "--input", str(tasks), "--output",
                            str(tmp_path / f"{name}.jsonl"), "--backend", "cpu", "--max-tiles", "1", "--kv-blocks",
-                           "128", "--quiet", "--quantization", quantization, "--dump-logits", str(logits)],
+                           "128", "--quiet", *options, "--dump-logits", str(logits)],
                           capture_output=True, text=True, timeout=300)
     return proc, logits
+
+
+def run(model, tmp_path, name, quantization):
+    return run_one_task(model, tmp_path, name, ["--quantization", quantization])
 
 
 def row(logits):

@@ -12,7 +12,7 @@ import pytest
 
 np = pytest.importorskip("numpy")
 Image = pytest.importorskip("PIL.Image")
-from test_run_fp8 import row as logits_row  # noqa: E402 (after the skips)
+from test_run_fp8 import row as logits_row, run_one_task  # noqa: E402 (after the skips)
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
@@ -23,15 +23,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN
 
 
 def run(model, tmp_path, name, w4):
-    (tmp_path / "img").mkdir(exist_ok=True)
-    Image.new("RGB", (64, 48), (20, 90, 200)).save(tmp_path / "img" / "a.png")
-    tasks = tmp_path / "tasks.jsonl"
-    tasks.write_text(json.dumps({"id": "a", "image": "img/a.png", "prompt": "Is there a bed?", "max_tokens": 1}) + "\n")
-    logits = tmp_path / f"{name}_logits"
-    proc = subprocess.run([FOVEA_BIN, "run", "--model", str(model), "--input", str(tasks), "--output",
-                           str(tmp_path / f"{name}.jsonl"), "--backend", "cpu", "--max-tiles", "1", "--kv-blocks",
-                           "128", "--quiet", "--w4", w4, "--dump-logits", str(logits)],
-                          capture_output=True, text=True, timeout=300)
+    proc, logits = run_one_task(model, tmp_path, name, ["--w4", w4], colour=(20, 90, 200))
     assert proc.returncode == 0, proc.stderr
     return proc.stderr, logits_row(logits)
 
