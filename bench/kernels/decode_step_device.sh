@@ -37,18 +37,11 @@ for kernel in $ATTN; do
 done
 wait $prep
 
-decode() {  # decode NAME [VAR=value ...]
-  local name=$1; shift
-  env "$@" timeout 90 "$BIN/fovea" bench --model "$WORK/model" --images "$WORK/images" --backend cuda \
-    --count 64 --max-tokens 256 --max-tiles 1 --warmup 0 --gemm-seconds 0.3 --json "$logs/decode_$name.json" \
-    > "$logs/decode_$name.log" 2>&1
-  echo "decode $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/decode_$name.json'))['decode']; print('%.3f ms/step (runner %.3f)' % (d['ms_per_step'], d.get('llm_ms_per_step') or 0))" 2>/dev/null)"
-}
 for rep in $(seq 1 "$REPEATS"); do
   for setting in $SETTINGS; do
     name=${setting%%:*}; vars=()
     [ "$name" != "$setting" ] && IFS=+ read -r -a vars <<< "${setting#*:}"
-    decode "${name}_$rep" "${vars[@]}"
+    ( [ ${#vars[@]} -gt 0 ] && export "${vars[@]}"; decode_bench "${name}_$rep" "$WORK/model" )
   done
 done
 

@@ -20,3 +20,14 @@ start_model_and_workload() {
       > "$logs/model.log" 2>&1 ) &
   prep=$!
 }
+
+# decode_bench NAME MODEL [fovea bench args ...]: the decode benchmark (64 sequences x 256 tokens, 1 tile, CUDA
+# graphs; ms per step = (T256 - T1) / 255) on $WORK/images, logs in $logs/decode_NAME.{json,log}, one summary
+# line. Environment settings for the run: export them in a subshell around the call.
+decode_bench() {
+  local name=$1 model=$2; shift 2
+  timeout 120 "$BIN/fovea" bench --model "$model" --images "$WORK/images" --backend cuda --count 64 \
+    --max-tokens 256 --max-tiles 1 --warmup 0 --gemm-seconds 0.3 --json "$logs/decode_$name.json" "$@" \
+    > "$logs/decode_$name.log" 2>&1
+  echo "decode $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/decode_$name.json'))['decode']; print('%.3f ms/step (runner %.3f)' % (d['ms_per_step'], d.get('llm_ms_per_step') or 0))" 2>/dev/null)"
+}

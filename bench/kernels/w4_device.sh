@@ -30,13 +30,9 @@ timeout 300 python3 bench/gpu/make_w4_checkpoint.py --model "$WORK/model" --out 
   > "$logs/make_w4.log" 2>&1
 echo "make_w4_checkpoint rc=$? $((SECONDS - start)) s; $(du -sh "$WORK/model_awq" 2>/dev/null | cut -f1)"
 
-decode() {  # decode NAME MODEL [fovea bench args ...]
-  local name=$1 model=$2; shift 2
-  timeout 120 "$BIN/fovea" bench --model "$model" --images "$WORK/images" --backend cuda --count 64 \
-    --max-tokens 256 --max-tiles 1 --warmup 0 --gemm-seconds 0.3 --json "$logs/decode_$name.json" "$@" \
-    > "$logs/decode_$name.log" 2>&1
-  echo "decode $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/decode_$name.json'))['decode']; print('%.3f ms/step (runner %.3f)' % (d['ms_per_step'], d.get('llm_ms_per_step') or 0))" 2>/dev/null)"
-  grep -E "W4A16|memory:" "$logs/decode_$name.log" | head -2
+decode() {  # decode NAME MODEL [fovea bench args ...]: decode_bench, then the start-up lines on memory and W4A16
+  decode_bench "$@"
+  grep -E "W4A16|memory:" "$logs/decode_$1.log" | head -2
 }
 [ "$OPS" = 1 ] && decode bf16 "$WORK/model"
 decode w4_packed "$WORK/model_awq" --w4 packed
