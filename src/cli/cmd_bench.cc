@@ -12,10 +12,10 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "model/model_desc.h"
-#include "server/bench_report.h"
-#include "server/bench_workload.h"
-#include "server/request_pump.h"
-#include "server/service.h"
+#include "jobs/bench_report.h"
+#include "jobs/bench_workload.h"
+#include "jobs/request_pump.h"
+#include "engine/service.h"
 #include "tokenizer/chat_template.h"
 
 namespace fovea {

@@ -7,8 +7,8 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "server/batch_job.h"
-#include "server/service.h"
+#include "jobs/batch_job.h"
+#include "engine/service.h"
 
 namespace fovea {
 namespace {

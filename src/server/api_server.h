@@ -12,7 +12,7 @@
 #include "server/media.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
-#include "server/service.h"
+#include "engine/service.h"
 
 namespace fovea {
 

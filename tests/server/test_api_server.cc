@@ -9,7 +9,7 @@
 #include <chrono>
 #include <thread>
 
-#include "fake_service.h"
+#include "../engine/fake_service.h"
 #include "server/api_server.h"
 
 namespace fovea {

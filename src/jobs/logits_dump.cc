@@ -1,4 +1,4 @@
-#include "server/logits_dump.h"
+#include "jobs/logits_dump.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

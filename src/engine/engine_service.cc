@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "server/service.h"
+#include "engine/service.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fovea {

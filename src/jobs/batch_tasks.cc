@@ -1,4 +1,4 @@
-#include "server/batch_tasks.h"
+#include "jobs/batch_tasks.h"
 
 #include <algorithm>
 #include <filesystem>

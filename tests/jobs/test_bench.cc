@@ -5,9 +5,9 @@
 #include <fstream>
 #include <map>
 
-#include "server/bench_perf.h"
-#include "server/bench_report.h"
-#include "server/bench_workload.h"
+#include "jobs/bench_perf.h"
+#include "jobs/bench_report.h"
+#include "jobs/bench_workload.h"
 
 namespace fovea {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/batch_job.h"
+#include "jobs/batch_job.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <memory>
 
 #include "core/error.h"
-#include "server/logits_dump.h"
-#include "server/metrics.h"
-#include "server/progress.h"
-#include "server/request_pump.h"
+#include "jobs/logits_dump.h"
+#include "core/rate_window.h"
+#include "jobs/progress.h"
+#include "jobs/request_pump.h"
 
 namespace fovea {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/bench_perf.h"
+#include "jobs/bench_perf.h"
 
 namespace fovea {
 

@@ -5,10 +5,10 @@
 #include <fstream>
 #include <map>
 
-#include "fake_service.h"
-#include "server/batch_job.h"
-#include "server/metrics.h"
-#include "server/progress.h"
+#include "../engine/fake_service.h"
+#include "jobs/batch_job.h"
+#include "core/rate_window.h"
+#include "jobs/progress.h"
 
 namespace fovea {
 namespace {

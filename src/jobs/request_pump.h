@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/service.h"
+#include "engine/service.h"
 
 namespace fovea {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "server/service.h"
+#include "engine/service.h"
 
 namespace fovea::testing {
 

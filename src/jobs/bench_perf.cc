@@ -1,4 +1,4 @@
-#include "server/bench_perf.h"
+#include "jobs/bench_perf.h"
 
 #include <chrono>
 #include <random>

@@ -1,4 +1,4 @@
-#include "server/bench_report.h"
+#include "jobs/bench_report.h"
 
 #include <algorithm>
 #include <cmath>

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "server/batch_tasks.h"
-#include "server/results_file.h"
-#include "server/service.h"
+#include "jobs/batch_tasks.h"
+#include "jobs/results_file.h"
+#include "engine/service.h"
 
 namespace fovea {
 
@@ -19,7 +19,7 @@ struct BatchJobOptions {
   bool progress_terminal = false;  // redraw a bar (stderr is a terminal) instead of printing lines
   double progress_interval_s = 10.0;
   bool retry_failed = false;  // drop earlier error records first, so their tasks run again
-  std::string dump_logits_path;  // non-empty: first-token logits to PATH.f32 + PATH.json (server/logits_dump.h)
+  std::string dump_logits_path;  // non-empty: first-token logits to PATH.f32 + PATH.json (jobs/logits_dump.h)
 };
 
 struct BatchJobSummary {

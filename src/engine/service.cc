@@ -1,6 +1,6 @@
 #include <string>
 
-#include "server/service.h"
+#include "engine/service.h"
 
 namespace fovea {
 

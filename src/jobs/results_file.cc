@@ -1,4 +1,4 @@
-#include "server/results_file.h"
+#include "jobs/results_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

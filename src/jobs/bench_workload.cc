@@ -1,4 +1,4 @@
-#include "server/bench_workload.h"
+#include "jobs/bench_workload.h"
 
 #include <jpeglib.h>
 

@@ -1,4 +1,4 @@
-#include "server/request_pump.h"
+#include "jobs/request_pump.h"
 
 #include <chrono>
 #include <condition_variable>

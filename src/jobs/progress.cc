@@ -1,4 +1,4 @@
-#include "server/progress.h"
+#include "jobs/progress.h"
 
 #include <algorithm>
 #include <cmath>
