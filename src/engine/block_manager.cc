@@ -11,6 +11,8 @@ BlockManager::BlockManager(int num_blocks, int block_size, bool prefix_cache)
   cached_free_pos_.resize(size_t(num_blocks));
   has_hash_.assign(size_t(num_blocks), false);
   hash_of_block_.resize(size_t(num_blocks));
+  is_pending_.assign(size_t(num_blocks), false);
+  pending_hash_of_block_.resize(size_t(num_blocks));
   // Pop order 0, 1, 2, ...: low ids first keeps tests and traces readable.
   for (int b = num_blocks - 1; b >= 0; --b) never_cached_free_.push_back(b);
 }
@@ -34,6 +36,13 @@ std::vector<int32_t> BlockManager::match_prefix(const std::vector<Hash128>& bloc
     matched.push_back(block);
   }
   return matched;
+}
+
+int BlockManager::cached_prefix_blocks(const std::vector<Hash128>& block_hashes, int max_blocks) const {
+  if (!prefix_cache_) return 0;
+  int n = 0;
+  while (n < max_blocks && n < int(block_hashes.size()) && block_of_hash_.count(block_hashes[size_t(n)])) ++n;
+  return n;
 }
 
 std::vector<int32_t> BlockManager::allocate(int n) {
@@ -66,6 +75,7 @@ void BlockManager::release(const std::vector<int32_t>& blocks) {
     FOVEA_CHECK(refs > 0, "KV block ", block, " released more often than taken");
     if (--refs > 0) continue;
     --used_;
+    clear_pending(block);  // its holder gave up before computing it: waiters compute it themselves
     if (has_hash_[size_t(block)]) {
       cached_free_.push_back(block);
       cached_free_pos_[size_t(block)] = std::prev(cached_free_.end());
@@ -78,10 +88,27 @@ void BlockManager::release(const std::vector<int32_t>& blocks) {
 void BlockManager::publish(int32_t block, const Hash128& hash) {
   check_block(block);
   FOVEA_CHECK(ref_counts_[size_t(block)] > 0, "publishing KV block ", block, " that nobody holds");
+  clear_pending(block);
   if (!prefix_cache_ || has_hash_[size_t(block)]) return;
   if (!block_of_hash_.emplace(hash, block).second) return;  // an identical block is already shared
   has_hash_[size_t(block)] = true;
   hash_of_block_[size_t(block)] = hash;
+}
+
+void BlockManager::mark_pending(int32_t block, const Hash128& hash) {
+  check_block(block);
+  FOVEA_CHECK(ref_counts_[size_t(block)] > 0, "marking KV block ", block, " that nobody holds");
+  if (!prefix_cache_ || is_pending_[size_t(block)] || has_hash_[size_t(block)]) return;
+  // A second holder computing the same hash (admitted past the wait) stays unmarked: one owner per hash.
+  if (!pending_block_of_hash_.emplace(hash, block).second) return;
+  is_pending_[size_t(block)] = true;
+  pending_hash_of_block_[size_t(block)] = hash;
+}
+
+void BlockManager::clear_pending(int32_t block) {
+  if (!is_pending_[size_t(block)]) return;
+  pending_block_of_hash_.erase(pending_hash_of_block_[size_t(block)]);
+  is_pending_[size_t(block)] = false;
 }
 
 void BlockManager::forget_hash(int32_t block) {

@@ -32,6 +32,7 @@ void Engine::Impl::start() {
   if (config.max_image_pixels > 0) prep_context.limits.max_pixels = config.max_image_pixels;
   // Every request is prepared the same way, so a ViT batch never mixes byte tiles with float ones.
   prep_context.gpu_normalize = config.gpu_normalize && runner->accepts_u8_tiles();
+  prep_context.recent = &recent_images;
 
   SchedulerConfig sc;
   sc.max_step_tokens = config.max_step_tokens;
@@ -150,7 +151,11 @@ void Engine::Impl::run_iteration(std::vector<PreparedRequest>& arrived, std::vec
 
 // Hands requests to the pool while fewer than prefetch_limit are being prepared or wait for admission.
 void Engine::Impl::dispatch_preparation(std::unique_lock<std::mutex>& lock) {
-  while (!to_prepare.empty() && preparing + int(prepared.size()) + scheduler->waiting() < prefetch_limit) {
+  // Requests waiting for a prefix another one is computing do not hold the window: the next questions about
+  // other images keep coming, so steps stay full while an image's questions wait one step for its prefix
+  // (bounded, as their tiles are held until admission).
+  const int held = scheduler->waiting() - std::min(scheduler->waiting_for_prefix(), 4 * prefetch_limit);
+  while (!to_prepare.empty() && preparing + int(prepared.size()) + held < prefetch_limit) {
     Pending pending = std::move(to_prepare.front());
     to_prepare.pop_front();
     ++preparing;
@@ -247,6 +252,9 @@ void Engine::Impl::publish_stats() {
   stats.prompt_tokens = c.prompt_tokens;
   stats.completion_tokens = c.completion_tokens;
   stats.prefix_cache_hit_tokens = c.prefix_cache_hit_tokens;
+  stats.prefill_tokens = c.prefill_tokens;
+  stats.inflight_prefix_waits = c.inflight_prefix_waits;
+  stats.inflight_prefix_hit_tokens = c.inflight_prefix_hit_tokens;
   stats.vision_cache_hits = c.vision_cache_hits;
   stats.vision_cache_misses = c.vision_cache_misses;
   stats.vit_ms = c.vit_ms;

@@ -29,6 +29,9 @@ struct GenerationParams {
   std::vector<std::string> stop;          // stop strings (not included in the text)
   std::vector<int32_t> stop_token_ids;    // in addition to the model's EOS ids
   std::vector<std::string> answers;       // when set: log-probs of each answer's first token, per request
+  // When set: the request is scored, not sampled. The answer is the choice with the highest total log-prob
+  // (every token of it, as a continuation of the prompt); RequestEvent::choice_logprobs has every total.
+  std::vector<std::string> choices;
   int top_logprobs = 0;                   // OpenAI `logprobs`: 0 none; >0 return that many per token
   bool return_first_logits = false;       // final event carries the first token's full float logits (costly)
   bool ignore_eos = false;                // generate max_tokens even past the model's EOS (benchmarks)
@@ -59,6 +62,7 @@ struct RequestEvent {
   std::string error;                           // non-empty when the request failed (its own fault or ours)
   std::map<std::string, float> answer_logprobs;  // answer text -> log-prob, when params.answers was set
   std::vector<float> first_logits;             // [vocab] of the first generated token, when asked (final event)
+  std::vector<float> choice_logprobs;          // per params.choices entry, same order (final event)
   int prompt_tokens = 0;
   int completion_tokens = 0;
   double ms = 0.0;                             // submit to finish
@@ -99,7 +103,10 @@ struct EngineStats {
   int64_t requests_failed = 0;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;     // prompt tokens whose KV was reused
+  int64_t prefill_tokens = 0;              // prompt tokens whose KV was computed
+  int64_t inflight_prefix_waits = 0;       // requests that waited for a prefix another request was computing
+  int64_t inflight_prefix_hit_tokens = 0;  // prompt tokens those requests then reused
   int64_t vision_cache_hits = 0;
   int64_t vision_cache_misses = 0;
   int queue_depth = 0;

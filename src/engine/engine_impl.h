@@ -28,6 +28,7 @@ struct Engine::Impl {
   std::shared_ptr<void> keep_alive;      // what the runner borrows (backend, weights), released after it
   std::unique_ptr<ModelRunner> runner;   // owned here, called only from the scheduler thread
   std::unique_ptr<Tokenizer> tokenizer;  // const use only: shared by the pool and the scheduler thread
+  RecentImages recent_images{16};  // shared by the pool's preparations (prep_context.recent)
   PrepContext prep_context;
   int prefetch_limit = 0;
 

@@ -31,6 +31,32 @@ Hash128 image_key(const std::string& bytes, const PreprocessOptions& options) {
   return builder.finish();
 }
 
+bool RecentImages::find(const Hash128& key, int* tiles, Tensor* pixels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = lru_.begin(); it != lru_.end(); ++it)
+    if (it->key == key) {
+      *tiles = it->tiles;
+      *pixels = it->pixels;
+      lru_.splice(lru_.begin(), lru_, it);
+      ++hits_;
+      return true;
+    }
+  return false;
+}
+
+void RecentImages::insert(const Hash128& key, int tiles, const Tensor& pixels) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const Entry& e : lru_)
+    if (e.key == key) return;
+  lru_.push_front(Entry{key, tiles, pixels});
+  if (lru_.size() > capacity_) lru_.pop_back();
+}
+
+int64_t RecentImages::hits() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return hits_;
+}
+
 PreparedRequest prepare_request(int64_t id, const Request& request, const PrepContext& context) {
   const ModelDesc& desc = *context.desc;
   const Tokenizer& tokenizer = *context.tokenizer;
@@ -44,14 +70,17 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
   for (size_t i = 0; i < request.images.size(); ++i) {
     const ImageInput& input = request.images[i];
     ImageSlot slot;
-    try {
-      PreprocessedImage image = preprocess_image(input.bytes, options);
-      slot.tiles = image.num_tiles();
-      slot.pixels = context.gpu_normalize ? std::move(image.tiles_u8) : std::move(image.pixel_values);
-    } catch (const std::exception& e) {
-      FOVEA_FAIL("image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")", ": ", e.what());
-    }
     slot.key = image_key(input.bytes, options);
+    if (!context.recent || !context.recent->find(slot.key, &slot.tiles, &slot.pixels)) {
+      try {
+        PreprocessedImage image = preprocess_image(input.bytes, options);
+        slot.tiles = image.num_tiles();
+        slot.pixels = context.gpu_normalize ? std::move(image.tiles_u8) : std::move(image.pixel_values);
+      } catch (const std::exception& e) {
+        FOVEA_FAIL("image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")", ": ", e.what());
+      }
+      if (context.recent) context.recent->insert(slot.key, slot.tiles, slot.pixels);
+    }
     tiles.push_back(slot.tiles);
     prepared.images.push_back(std::move(slot));
   }
@@ -75,6 +104,17 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
     const std::vector<int32_t> ids = tokenizer.encode(answer);
     FOVEA_CHECK(!ids.empty(), "answer '", answer, "' encodes to no tokens");
     prepared.answer_ids.push_back(ids.front());
+  }
+  FOVEA_CHECK(int(request.params.choices.size()) <= kMaxAnswers, request.params.choices.size(),
+              " choices given; at most ", kMaxAnswers, " are allowed");
+  FOVEA_CHECK(request.params.choices.empty() || request.params.answers.empty(),
+              "\"choices\" and \"answers\" cannot be combined");
+  for (const std::string& choice : request.params.choices) {
+    std::vector<int32_t> ids = tokenizer.encode(choice);  // as the assistant's reply right after the prompt
+    FOVEA_CHECK(!ids.empty(), "choice '", choice, "' encodes to no tokens");
+    FOVEA_CHECK(int(ids.size()) <= kMaxChoiceTokens, "choice '", choice, "' is ", ids.size(), " tokens; at most ",
+                kMaxChoiceTokens, " are allowed");
+    prepared.choice_ids.push_back(std::move(ids));
   }
   return prepared;
 }

@@ -1,7 +1,10 @@
 // The preprocessing stage (runs on the engine's thread pool): image bytes -> content key + pixel tiles,
-// request text -> chat-template token ids with image spans, answers -> their first token ids.
+// request text -> chat-template token ids with image spans, answers -> their first token ids, choices -> their
+// tokens.
 #pragma once
 #include <cstdint>
+#include <list>
+#include <mutex>
 #include <string>
 
 #include "core/hash.h"
@@ -15,12 +18,38 @@ namespace fovea {
 
 // Answers per request whose log-probs the runner computes (the real runner is built with this capacity).
 constexpr int kMaxAnswers = 64;
+// Tokens per choice (GenerationParams::choices; at most kMaxAnswers choices): each token beyond the first adds
+// a short scoring sequence.
+constexpr int kMaxChoiceTokens = 64;
+
+// Images preprocessed lately, by image key: further questions about an image (submitted together, as
+// `fovea run` and `fovea bench --questions` do) skip decoding and tiling and share its tiles (a Tensor's storage
+// is shared, never written after preprocessing). Thread-safe; least recently used entries go first.
+class RecentImages {
+ public:
+  explicit RecentImages(size_t capacity) : capacity_(capacity) {}
+  bool find(const Hash128& key, int* tiles, Tensor* pixels);
+  void insert(const Hash128& key, int tiles, const Tensor& pixels);
+  int64_t hits() const;
+
+ private:
+  struct Entry {
+    Hash128 key;
+    int tiles = 0;
+    Tensor pixels;
+  };
+  size_t capacity_;
+  mutable std::mutex mutex_;
+  std::list<Entry> lru_;  // most recent first
+  int64_t hits_ = 0;
+};
 
 struct PrepContext {
   const ModelDesc* desc = nullptr;
   const Tokenizer* tokenizer = nullptr;
   ImageLimits limits;
   bool gpu_normalize = false;  // the runner takes U8 tiles: skip the host's F32 normalisation
+  RecentImages* recent = nullptr;  // optional
 };
 
 // The options preprocess_image gets for this request: the model's tiling with the request's policy and its

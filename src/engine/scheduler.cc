@@ -74,11 +74,19 @@ std::string Scheduler::check_limits(const PreparedRequest& request) const {
 }
 
 void Scheduler::add(PreparedRequest request) {
+  if (!request.choice_ids.empty()) {
+    add_choices(std::move(request));
+    return;
+  }
   const std::string problem = check_limits(request);
   if (!problem.empty()) {
     emit_final_without_sequence(request, "error", problem);
     return;
   }
+  waiting_.push_back(make_sequence(std::move(request)));
+}
+
+std::unique_ptr<Sequence> Scheduler::make_sequence(PreparedRequest request) const {
   const ModelDesc& desc = runner_.desc();
   auto seq = std::make_unique<Sequence>();
   seq->id = request.id;
@@ -96,8 +104,9 @@ void Scheduler::add(PreparedRequest request) {
     seq->stop_matcher.emplace(seq->params.stop);
   }
   seq->submitted = request.submitted;
+  seq->added_step = counters_.steps;
   if (blocks_.prefix_cache()) compute_block_hashes(*seq);
-  waiting_.push_back(std::move(seq));
+  return seq;
 }
 
 // Chain hash of each full prompt block: (parent hash, then per position its token id and, at image positions,
@@ -132,23 +141,26 @@ int Scheduler::running() const {
 }
 
 bool Scheduler::cancel(int64_t request_id) {
-  for (auto it = waiting_.begin(); it != waiting_.end(); ++it)
-    if ((*it)->id == request_id) {
-      finish(**it, "cancelled", "", {});
-      waiting_.erase(it);
-      return true;
-    }
-  for (auto it = running_.begin(); it != running_.end(); ++it)
-    if ((*it)->id == request_id) {
-      finish(**it, "cancelled", "", {});
-      running_.erase(it);
-      return true;
-    }
-  return false;
+  Sequence* found = nullptr;
+  for (auto& seq : waiting_)
+    if (!found && seq->id == request_id && !seq->finished) found = seq.get();
+  for (auto& seq : running_)
+    if (!found && seq->id == request_id && !seq->finished) found = seq.get();
+  if (!found) return false;
+  finish(*found, "cancelled", "", {});  // a choice request's other scoring sequences end with it
+  drop_finished();
+  return true;
+}
+
+void Scheduler::drop_finished() {
+  const auto finished = [](const std::unique_ptr<Sequence>& s) { return s->finished; };
+  std::erase_if(waiting_, finished);
+  std::erase_if(running_, finished);
 }
 
 void Scheduler::cancel_all(const std::string& why) {
-  for (auto& seq : waiting_) finish(*seq, "cancelled", why, {});
+  for (auto& seq : waiting_)
+    if (!seq->finished) finish(*seq, "cancelled", why, {});
   for (auto& seq : running_)
     if (!seq->finished) finish(*seq, "cancelled", why, {});
   waiting_.clear();
@@ -156,38 +168,104 @@ void Scheduler::cancel_all(const std::string& why) {
 }
 
 void Scheduler::fail_all(const std::string& error) {
-  for (auto& seq : waiting_) finish(*seq, "error", error, {});
+  for (auto& seq : waiting_)
+    if (!seq->finished) finish(*seq, "error", error, {});
   for (auto& seq : running_)
     if (!seq->finished) finish(*seq, "error", error, {});
   waiting_.clear();
   running_.clear();
 }
 
-bool Scheduler::admit(Sequence& seq) {
-  if (int(running_.size()) >= config_.max_batch_seqs) return false;
+Scheduler::Admission Scheduler::admit(Sequence& seq) {
+  if (int(running_.size()) >= config_.max_batch_seqs) return Admission::NoRoom;
   const int bs = blocks_.block_size();
   // At least the prompt's last token must run to produce the first output, so a fully cached prompt keeps
   // its last block out of the match.
-  std::vector<int32_t> matched = blocks_.match_prefix(seq.block_hashes, (seq.prompt_len - 1) / bs);
+  const int max_match = (seq.prompt_len - 1) / bs;
+  const int cached = blocks_.cached_prefix_blocks(seq.block_hashes, max_match);
+  if (cached < max_match && cached < int(seq.block_hashes.size()) &&
+      blocks_.pending(seq.block_hashes[size_t(cached)])) {
+    // A running sequence is computing the next block of this prefix: wait for it to be published. Should that
+    // sequence fail or be cancelled, the mark goes with its blocks and this one computes the block itself.
+    if (!seq.waited_for_prefix) ++counters_.inflight_prefix_waits;
+    seq.waited_for_prefix = true;
+    return Admission::WaitsForPrefix;
+  }
+  std::vector<int32_t> matched = blocks_.match_prefix(seq.block_hashes, max_match);
   const int total = blocks_for(kv_positions(seq.prompt_len, seq.max_tokens), bs);
   const int needed = total - int(matched.size());
   if (needed > blocks_.free_blocks()) {
     blocks_.release(matched);
-    return false;
+    return Admission::NoRoom;
   }
   seq.blocks = std::move(matched);
   const std::vector<int32_t> fresh = blocks_.allocate(needed);
   seq.blocks.insert(seq.blocks.end(), fresh.begin(), fresh.end());
   seq.published = int(seq.blocks.size()) - needed;
   seq.computed = seq.published * bs;
+  // The prompt blocks it will compute are pending until published: later requests sharing them wait.
+  for (size_t b = size_t(seq.published); b < seq.block_hashes.size(); ++b)
+    blocks_.mark_pending(seq.blocks[b], seq.block_hashes[b]);
   counters_.prefix_cache_hit_tokens += seq.computed;
+  if (seq.waited_for_prefix) counters_.inflight_prefix_hit_tokens += seq.computed;
   counters_.prompt_tokens += seq.prompt_len;
   for (ImageSlot& slot : seq.images)
     if (slot.end() <= seq.computed) {
       slot.done = true;
       slot.pixels = Tensor();
     }
-  return true;
+  return Admission::Admitted;
+}
+
+// Waiting requests in the order they are offered admission: those that waited `aging_steps` or more first
+// (FIFO, so nothing starves), then the longest cached prefix first (cheap requests, e.g. further questions
+// about an image whose prefix was just computed, go right after it; ties FIFO). Only the queue's head is
+// ranked: the engine keeps the queue short (prefetch_limit), tests may not.
+std::vector<size_t> Scheduler::admission_order() const {
+  constexpr size_t kRanked = 512;
+  const size_t n = std::min(waiting_.size(), kRanked);
+  const int bs = blocks_.block_size();
+  struct Rank {
+    bool aged;
+    int cached;  // leading prompt blocks already published
+    size_t index;
+  };
+  std::vector<Rank> ranks;
+  ranks.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Sequence& seq = *waiting_[i];
+    const bool aged = counters_.steps - seq.added_step >= config_.aging_steps;
+    ranks.push_back({aged, aged ? 0 : blocks_.cached_prefix_blocks(seq.block_hashes, (seq.prompt_len - 1) / bs), i});
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const Rank& a, const Rank& b) {
+    if (a.aged != b.aged) return a.aged;
+    if (a.cached != b.cached) return a.cached > b.cached;
+    return a.index < b.index;
+  });
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (const Rank& r : ranks) order.push_back(r.index);
+  return order;
+}
+
+void Scheduler::admit_waiting(StepPlan& plan) {
+  bool any = false;
+  waiting_for_prefix_ = 0;
+  for (const size_t index : admission_order()) {
+    if (plan.budget_left <= 0) break;
+    const Admission admission = admit(*waiting_[index]);
+    if (admission == Admission::WaitsForPrefix) {
+      ++waiting_for_prefix_;
+      continue;
+    }
+    if (admission == Admission::NoRoom) break;  // nothing is admitted past a request that does not fit
+    running_.push_back(std::move(waiting_[index]));
+    any = true;
+    const size_t planned_before = plan.chunks.size();
+    plan_chunk(*running_.back(), plan);
+    if (plan.chunks.size() == planned_before) break;  // it got nothing this step: admit no more behind it
+  }
+  if (any) std::erase_if(waiting_, [](const std::unique_ptr<Sequence>& s) { return s == nullptr; });
 }
 
 Scheduler::StepPlan Scheduler::plan_step() {
@@ -201,14 +279,7 @@ Scheduler::StepPlan Scheduler::plan_step() {
   }
   for (auto& seq : running_)
     if (seq->prefilling()) plan_chunk(*seq, plan);
-  while (!waiting_.empty() && plan.budget_left > 0) {
-    if (!admit(*waiting_.front())) break;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
-    const size_t planned_before = plan.chunks.size();
-    plan_chunk(*running_.back(), plan);
-    if (plan.chunks.size() == planned_before) break;  // it got nothing this step: admit no more behind it
-  }
+  admit_waiting(plan);
   return plan;
 }
 

@@ -1,6 +1,8 @@
 // Continuous batching with chunked prefill. Each step takes, in order: one token for every decoding sequence,
-// the next chunk of every sequence still in prefill (oldest first), then new sequences (FIFO) while the step's
-// budget lasts. The budget counts new tokens plus a cost per ViT tile encoded in the step, so a step heavy in
+// the next chunk of every sequence still in prefill (oldest first), then new sequences while the step's
+// budget lasts: those waiting longer than `aging_steps` first (FIFO), then the longest cached prefix first. A
+// new sequence whose next prefix block another sequence is computing right now waits for it (in-flight prefix
+// sharing) instead of computing it again. The budget counts new tokens plus a cost per ViT tile encoded in the step, so a step heavy in
 // new images carries fewer LLM tokens. Images that need the ViT in a step are encoded in one batched call
 // before the LLM runs. Not thread-safe: the engine's scheduler thread is its only user (docs/design.md).
 #pragma once
@@ -26,13 +28,17 @@ struct SchedulerConfig {
   bool prefix_cache = true;
   int vision_cache_tiles = 0;  // unpinned embeddings kept for reuse; 0: half the runner's vision pool
   int vit_tile_cost = -1;      // budget tokens one ViT tile costs; <0: tokens_per_tile / 4 (see design.md)
+  int aging_steps = 32;        // a request waiting this many steps is admitted before any newer one
 };
 
 // Cumulative counters, read by the engine after each step.
 struct SchedulerCounters {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
-  int64_t prefix_cache_hit_tokens = 0;
+  int64_t prefix_cache_hit_tokens = 0;     // prompt tokens whose KV was reused at admission
+  int64_t prefill_tokens = 0;              // prompt tokens whose KV was computed (including later-failed ones)
+  int64_t inflight_prefix_waits = 0;       // requests held back while a running one computed their prefix
+  int64_t inflight_prefix_hit_tokens = 0;  // of prefix_cache_hit_tokens: reused by requests that had waited
   int64_t vision_cache_hits = 0;
   int64_t vision_cache_misses = 0;
   int64_t steps = 0;
@@ -61,6 +67,8 @@ class Scheduler {
   bool step();
 
   int waiting() const { return int(waiting_.size()); }
+  // Of those, how many the last step held back because a running request is computing their prefix.
+  int waiting_for_prefix() const { return waiting_for_prefix_; }
   int running() const;  // admitted and not finished (finished ones leave running_ at the end of the step)
   const BlockManager& blocks() const { return blocks_; }
   const VisionCache& vision_cache() const { return vision_cache_; }
@@ -88,8 +96,16 @@ class Scheduler {
   };
 
   std::string check_limits(const PreparedRequest& request) const;
+  std::unique_ptr<Sequence> make_sequence(PreparedRequest request) const;
+  void drop_finished();  // out of waiting_ and running_
+  // Choices (choice_scoring.cc).
+  void add_choices(PreparedRequest request);
+  void on_choice_scored(Sequence& seq, const std::string& reason, const std::string& error);
   void compute_block_hashes(Sequence& seq) const;
-  bool admit(Sequence& seq);
+  enum class Admission { Admitted, NoRoom, WaitsForPrefix };
+  Admission admit(Sequence& seq);
+  std::vector<size_t> admission_order() const;
+  void admit_waiting(StepPlan& plan);
   StepPlan plan_step();
   void plan_chunk(Sequence& seq, StepPlan& plan);
   bool acquire_embedding(Sequence& seq, int slot, StepPlan& plan);
@@ -117,6 +133,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   SchedulerCounters counters_;
+  int waiting_for_prefix_ = 0;
 };
 
 }  // namespace fovea

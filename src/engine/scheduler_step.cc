@@ -21,8 +21,7 @@ bool Scheduler::step() {
     // nothing else holds it. Should it happen anyway, fail the oldest request instead of spinning forever.
     Sequence* stuck = running_.empty() ? waiting_.front().get() : running_.front().get();
     finish(*stuck, "error", "request could not be scheduled within the engine's limits", {});
-    if (running_.empty()) waiting_.pop_front();
-    std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->finished; });
+    drop_finished();
     return true;
   }
   encode_planned(plan);
@@ -44,6 +43,7 @@ bool Scheduler::step() {
     if (failure.empty()) {
       for (size_t i = 0; i < chunks.size(); ++i) {
         Sequence& seq = *plan.chunks[i].seq;
+        if (seq.finished) continue;  // a choice request's scoring sequence whose sibling failed in this step
         advance(seq, plan.chunks[i].tokens);
         if (chunks[i].sample) {
           try {
@@ -57,7 +57,7 @@ bool Scheduler::step() {
       for (const PlannedChunk& c : plan.chunks) fail_sequence(c.seq, "model step failed: " + failure);
     }
   }
-  std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->finished; });
+  drop_finished();  // also scoring sequences of a choice request that failed elsewhere
   return true;
 }
 
@@ -137,6 +137,7 @@ std::vector<SeqChunk> Scheduler::build_chunks(const StepPlan& plan) const {
 // of image embeddings whose rows are all fed.
 void Scheduler::advance(Sequence& seq, int tokens) {
   const int bs = blocks_.block_size();
+  counters_.prefill_tokens += std::max(0, std::min(seq.prompt_len, seq.computed + tokens) - seq.computed);
   seq.computed += tokens;
   while (seq.published < int(seq.block_hashes.size()) && (seq.published + 1) * bs <= seq.computed) {
     blocks_.publish(seq.blocks[size_t(seq.published)], seq.block_hashes[size_t(seq.published)]);

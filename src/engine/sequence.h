@@ -32,6 +32,21 @@ struct ImageSlot {
   int32_t end() const { return begin + rows; }
 };
 
+// A request with GenerationParams::choices, scored by one sequence per distinct context (the prompt plus a
+// proper prefix of some choice); see choice_scoring.cc.
+struct ChoiceGroup {
+  int64_t id = -1;  // the request's; its scoring sequences carry it too
+  Clock::time_point submitted;
+  int prompt_len = 0;
+  std::vector<std::string> texts;                      // the choices as given
+  std::vector<std::vector<int32_t>> choice_ids;        // their tokens
+  std::vector<std::vector<int32_t>> next_ids;          // per context: the tokens following it in some choice
+  std::vector<std::vector<float>> next_logprobs;       // per context, once its sequence is scored
+  std::vector<std::vector<std::pair<int, int>>> path;  // per choice token: (context, index in next_ids)
+  int unscored = 0;                                    // contexts still to score
+  bool done = false;                                   // its final event is out
+};
+
 // What the preprocessing stage hands the scheduler.
 struct PreparedRequest {
   int64_t id = -1;
@@ -39,6 +54,7 @@ struct PreparedRequest {
   std::vector<ImageSlot> images;  // ordered by begin, spans disjoint
   GenerationParams params;
   std::vector<int32_t> answer_ids;  // parallel to params.answers: each answer's first token
+  std::vector<std::vector<int32_t>> choice_ids;  // parallel to params.choices: each choice's tokens
   Clock::time_point submitted = Clock::now();
 };
 
@@ -63,6 +79,11 @@ struct Sequence {
   int generated = 0;
   bool finished = false;  // its final event is out; the scheduler drops it at the end of the step
   Clock::time_point submitted;
+  int64_t added_step = 0;          // the scheduler's step count when it was queued (aging)
+  bool waited_for_prefix = false;  // was held back at least once while its prefix was being computed
+  std::shared_ptr<ChoiceGroup> choice_group;  // set on a choice-scoring sequence (no events of its own)
+  int choice_context = -1;                    // which of the group's contexts it scores
+  std::vector<float> choice_logprobs;         // log-probs of the group's next_ids[choice_context]
 
   int remaining() const { return int(tokens.size()) - computed; }
   bool prefilling() const { return computed < prompt_len; }

@@ -9,6 +9,13 @@ namespace fovea {
 
 void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult& result) {
   const int vocab = runner_.desc().llm.vocab;
+  if (seq.choice_group) {  // a scoring sequence: the log-probs of the tokens that may follow are all it wants
+    FOVEA_CHECK(result.answer_logprobs.size() == chunk.answer_ids.size(), "runner returned ",
+                result.answer_logprobs.size(), " choice log-probs for ", chunk.answer_ids.size(), " tokens");
+    seq.choice_logprobs = result.answer_logprobs;
+    finish(seq, "stop", "", {});
+    return;
+  }
   RequestEvent event;
   if (!chunk.answer_ids.empty()) {
     FOVEA_CHECK(result.answer_logprobs.size() == chunk.answer_ids.size(), "runner returned ",
@@ -56,6 +63,10 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
 void Scheduler::finish(Sequence& seq, const std::string& reason, const std::string& error, RequestEvent event) {
   release_resources(seq);
   seq.finished = true;
+  if (seq.choice_group) {
+    on_choice_scored(seq, reason, error);
+    return;
+  }
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;

@@ -49,6 +49,9 @@ std::string render_metrics(const EngineStats& s, const ServerCounters& server) {
   e.metric("fovea_qpm", "gauge", "completed requests per minute over the last minute", server.qpm);
   e.metric("fovea_prefix_cache_hit_tokens_total", "counter", "prompt tokens served from the prefix cache",
            double(s.prefix_cache_hit_tokens));
+  e.metric("fovea_prefill_tokens_total", "counter", "prompt tokens whose KV was computed", double(s.prefill_tokens));
+  e.metric("fovea_inflight_prefix_waits_total", "counter",
+           "requests that waited for a prefix another request was computing", double(s.inflight_prefix_waits));
   e.metric("fovea_vision_cache_hits_total", "counter", "images whose embeddings came from the vision cache",
            double(s.vision_cache_hits));
   e.metric("fovea_vision_cache_misses_total", "counter", "images encoded by the vision model",

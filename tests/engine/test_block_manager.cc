@@ -87,3 +87,24 @@ TEST(BlockManager, DuplicateHashKeepsTheFirstBlock) {
   EXPECT_EQ(m[0], a[0]);
   bm.release(m);
 }
+
+TEST(BlockManager, PendingMarkGoesOnPublishOrWhenItsHolderLetsGo) {
+  BlockManager bm(6, 4, true);
+  auto owner = bm.allocate(2);
+  bm.mark_pending(owner[0], h(1));
+  bm.mark_pending(owner[1], h(2));
+  EXPECT_TRUE(bm.pending(h(1)));
+  EXPECT_EQ(bm.cached_prefix_blocks({h(1), h(2)}, 2), 0);
+  bm.publish(owner[0], h(1));  // computed: findable, no longer pending
+  EXPECT_FALSE(bm.pending(h(1)));
+  EXPECT_EQ(bm.cached_prefix_blocks({h(1), h(2)}, 2), 1);
+  auto second = bm.allocate(1);
+  bm.mark_pending(second[0], h(2));  // one owner per hash: the first mark stays
+  bm.release(second);
+  EXPECT_TRUE(bm.pending(h(2)));
+  bm.release(owner);  // the owner gave up before computing block 2: nobody waits for it any more
+  EXPECT_FALSE(bm.pending(h(2)));
+  EXPECT_EQ(bm.pending_blocks(), 0);
+  EXPECT_EQ(bm.used_blocks(), 0);
+  EXPECT_EQ(bm.cached_prefix_blocks({h(1), h(2)}, 2), 1);
+}
