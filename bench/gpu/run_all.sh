@@ -6,9 +6,10 @@
 #
 #   bench/gpu/run_all.sh [--requests 200] [--ref-requests 64] [--batch 8] [--fp32-requests 16]
 #                        [--variant internlm2|qwen2] [--template internvl2_5|internlm2-chat]
-#                        [--std 0.02] [--skip STEP,...] [--budget 540] [--name h200] [--tiny]
+#                        [--std 0.02] [--skip STEP,...] [--budget 540] [--name h200] [--tiny] [--questions]
 # Steps: env workload gemm model prompt fovea_official reference fovea_compact [fovea_fp8] fovea_bench
-#        [gpu_tests] fovea_decode fovea_profile compare report.
+#        [gpu_tests] [fovea_questions] fovea_decode fovea_profile compare report. --questions adds
+#        fovea_questions (questions.sh: K = 1, 4, 16 questions per image; questions.md/json in OUT).
 # Env: OUT (results folder; the device sets it), WORK (scratch, default /tmp/fovea_bench), FOVEA_BIN,
 #      FOVEA_GPU_TESTS (test binaries to run too, space-separated, e.g. the carried CUDA test_ops),
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
@@ -20,7 +21,7 @@ here=bench/gpu
 requests=200 ref_requests=64 batch=8 fp32_requests=16 variant=internlm2 skip="" budget=540 name=h200 tiny=0
 # The prompt template is written into the model's config.json ("template"), which Fovea's -hf loader honours, so both
 # engines build the same prompt. PERF.md's workload uses InternVL2-8B's internlm2-chat (81 text tokens).
-template=internlm2-chat std=0.02
+template=internlm2-chat std=0.02 questions=0
 command_line="bench/gpu/run_all.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,6 +36,7 @@ while [ $# -gt 0 ]; do
     --budget) budget=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --tiny) tiny=1; shift ;;
+    --questions) questions=1; shift ;;
     *) echo "run_all.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -137,6 +139,9 @@ step fovea_bench 120 "$FOVEA" bench --model "$WORK/model" --images "$WORK/images
   --count 96 --json "$WORK/bench_fovea.json" --svg "$WORK/bench_fovea.svg" ${FOVEA_BENCH_ARGS:-}
 if [ -n "${FOVEA_GPU_TESTS:-}" ]; then
   step gpu_tests 120 python3 $here/gpu_tests.py --out "$WORK/gpu_tests.json" --timeout 90 $FOVEA_GPU_TESTS
+fi
+if [ "$questions" = 1 ]; then
+  step fovea_questions 240 env FOVEA="$FOVEA" WORK="$WORK" OUT="$OUT" backend="$backend" bash $here/questions.sh
 fi
 # Long outputs (issue 6): 64 one-tile requests x 256 tokens decoding as one batch, EOS ignored; fovea bench times
 # them with max_tokens 1 and 256 and reports (T256 - T1) / 255 as ms per decode step (CUDA graphs on).

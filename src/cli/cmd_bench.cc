@@ -24,11 +24,36 @@ namespace {
 const char* kDefaultQuestion =
     "图中有3张以上的床，或者是有双层床，请直接给出是或者否，然后给出详细的解释。注意1张双层床有2张床";
 
+// --questions K asks each image the first K of these (the first is --prompt): distinct questions of the
+// listing-photo job, each answered by its first token.
+const char* const kListingQuestions[] = {
+    nullptr,  // --prompt
+    "图中有沙发吗？请直接给出是或者否。",
+    "这张照片是在室内拍摄的吗？请直接给出是或者否。",
+    "图中有窗户吗？请直接给出是或者否。",
+    "图中有书桌或者写字台吗？请直接给出是或者否。",
+    "图中有电视机吗？请直接给出是或者否。",
+    "图中能看到厨房或者灶台吗？请直接给出是或者否。",
+    "图中有卫生间设施（马桶、淋浴或者浴缸）吗？请直接给出是或者否。",
+    "图中有空调吗？请直接给出是或者否。",
+    "图中有衣柜吗？请直接给出是或者否。",
+    "图中有人吗？请直接给出是或者否。",
+    "图中有阳台吗？请直接给出是或者否。",
+    "图中有植物吗？请直接给出是或者否。",
+    "这张照片光线充足吗？请直接给出是或者否。",
+    "图中有餐桌吗？请直接给出是或者否。",
+    "图中有文字或者水印吗？请直接给出是或者否。",
+};
+constexpr int kMaxQuestions = int(sizeof kListingQuestions / sizeof kListingQuestions[0]);
+
 const char* kUsage =
     "usage: fovea bench --model DIR (--photos DIR [--count N] | --images DIR [--count N]) [options]\n"
     "  --photos DIR: the listing-photo mix (crop + resize to the resolution mix, JPEG q88) from these photos\n"
     "  --images DIR: the files as they are (each once unless --count)\n"
     "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)  --max-tiles N\n"
+    "  --questions K (1..16): ask every image K distinct questions (--prompt first), one request each, the\n"
+    "    image's questions submitted together; QPM counts questions; reports prompt tokens computed vs needed\n"
+    "  --first-tokens FILE: one JSON line per request {image, question, tokens}  --no-prefix-cache\n"
     "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
@@ -49,7 +74,8 @@ struct UsageError {
 struct BenchConfig {
   EngineConfig engine;
   std::string photos, images, prompt, json_path, svg_path, save_dir, policy;
-  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2, decode_reps = 2;
+  std::string first_tokens_path;
+  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2, decode_reps = 2, questions = 1;
   uint64_t seed = 0;
   std::vector<int> gemm;
   double gemm_seconds = 2.0;
@@ -61,7 +87,8 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--help"});
+                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--questions", "--first-tokens",
+                     "--no-prefix-cache", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -85,6 +112,8 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");
+  c.first_tokens_path = args.get("--first-tokens");
+  c.engine.prefix_cache = !args.has("--no-prefix-cache");
   try {
     c.count = args.get_int("--count", c.photos.empty() ? 0 : 32);
     c.max_tokens = args.get_int("--max-tokens", 1);
@@ -95,6 +124,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
     c.decode_reps = args.get_int("--decode-reps", 2);
+    c.questions = args.get_int("--questions", 1);
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("--"))};
@@ -109,6 +139,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   }
   if (c.count < 0 || c.max_tokens < 1 || c.concurrency < 1 || c.warmup < 0 || c.decode_reps < 1)
     throw UsageError{"bad count option"};
+  if (c.questions < 1 || c.questions > kMaxQuestions) throw UsageError{str("--questions must be 1 to ", kMaxQuestions)};
   return c;
 }
 
@@ -149,10 +180,10 @@ std::vector<WorkloadImage> build_workload(const BenchConfig& c) {
   return images;
 }
 
-Request make_request(const BenchConfig& c, const WorkloadImage& image) {
+Request make_request(const BenchConfig& c, const WorkloadImage& image, int question = 0) {
   Request r;
   r.images.push_back(ImageInput{image.bytes, image.label});
-  r.prompt = c.prompt;
+  r.prompt = question == 0 ? c.prompt : kListingQuestions[question];
   r.params.max_tokens = c.max_tokens;
   r.params.ignore_eos = true;  // a fixed workload: output lengths must not depend on the weights
   r.tiling = c.policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
@@ -169,16 +200,26 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   pump_requests(service, size_t(c.warmup), c.concurrency, warm);
 
   BenchResult result;
-  result.requests = int(images.size());
+  // Request i asks image i / K question i % K: an image's questions are submitted together, as `fovea run`
+  // orders them.
+  const size_t k = size_t(c.questions);
+  result.requests = int(images.size() * k);
   const EngineStats before = service.stats();
   const int tpt = std::max(1, desc.vision.tokens_per_tile());
+  std::string first_tokens;
   const double start = now_s();
   PumpCallbacks cb;
-  cb.make_request = [&](size_t i, Request* r, std::string*) { *r = make_request(c, images[i]); return true; };
+  cb.make_request = [&](size_t i, Request* r, std::string*) {
+    *r = make_request(c, images[i / k], int(i % k));
+    return true;
+  };
   cb.on_finished = [&](std::vector<FinishedRequest>& done) {
     for (const auto& f : done) {
+      if (!c.first_tokens_path.empty())
+        first_tokens += nlohmann::json{{"image", f.index / k}, {"question", f.index % k}, {"tokens", f.tokens}}
+                            .dump() + "\n";
       if (!f.final.error.empty()) {
-        if (result.failed++ < 3) std::fprintf(stderr, "bench: %s failed: %s\n", images[f.index].label.c_str(), f.final.error.c_str());
+        if (result.failed++ < 3) std::fprintf(stderr, "bench: %s failed: %s\n", images[f.index / k].label.c_str(), f.final.error.c_str());
         continue;
       }
       const int tiles = std::max(1, int(std::lround(double(f.final.prompt_tokens - text_tokens) / tpt)));
@@ -195,9 +236,18 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
     const int finished = (result.timeline.empty() ? 0 : result.timeline.back().second) + int(done.size());
     result.timeline.emplace_back(now_s() - start, finished);
   };
-  pump_requests(service, images.size(), c.concurrency, cb);
+  pump_requests(service, images.size() * k, c.concurrency, cb);
   result.wall_s = now_s() - start;
   const EngineStats after = service.stats();
+  if (!c.first_tokens_path.empty()) write_text(c.first_tokens_path, first_tokens);
+  if (c.questions > 1) {
+    result.questions.per_image = c.questions;
+    result.questions.images = int(images.size());
+    result.questions.prompt_tokens = result.prompt_tokens;
+    result.questions.prefill_tokens = after.prefill_tokens - before.prefill_tokens;
+    result.questions.prefix_hit_tokens = after.prefix_cache_hit_tokens - before.prefix_cache_hit_tokens;
+    result.questions.inflight_waits = after.inflight_prefix_waits - before.inflight_prefix_waits;
+  }
   result.stage_ms = {{"preprocess", after.preprocess_ms - before.preprocess_ms},
                      {"vit", after.vit_ms - before.vit_ms},
                      {"llm", after.llm_ms - before.llm_ms}};
@@ -280,7 +330,7 @@ int bench_main(const std::vector<std::string>& raw) {
 
   auto service = make_engine_service(c.engine);
   BenchResult result = run_bench(c, *service, images, desc, text_tokens_around_image(desc, c.engine.model_dir, c.prompt));
-  if (c.max_tokens > 1 && result.failed == 0) result.decode = measure_decode(c, *service, images);
+  if (c.max_tokens > 1 && c.questions == 1 && result.failed == 0) result.decode = measure_decode(c, *service, images);
   service->drain();
   result.model = service->model_name();
   result.backend = peak.backend;

@@ -16,7 +16,8 @@ namespace {
 const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
     "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
-    "         the tasks file's directory)\n"
+    "         the tasks file's directory); \"prompts\": [...] instead of \"prompt\": one record per question,\n"
+    "         id \"<id>#<k>\"; \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"

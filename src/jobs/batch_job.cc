@@ -1,9 +1,11 @@
 #include "jobs/batch_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "jobs/logits_dump.h"
@@ -59,7 +61,20 @@ BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
     const auto it = f.final.answer_logprobs.find(answer);
     r.answer_logprobs.emplace_back(answer, it == f.final.answer_logprobs.end() ? -INFINITY : it->second);
   }
+  for (size_t c = 0; c < task.choices.size() && c < f.final.choice_logprobs.size(); ++c)
+    r.choice_logprobs.emplace_back(task.choices[c], f.final.choice_logprobs[c]);
   return r;
+}
+
+// Questions about one image run one after another (in input order), images in the order they first appear: the
+// engine then computes each image's prefix once and its other questions reuse it, however the input
+// scatters them. Records are written as requests finish, so the output order never followed the input anyway.
+void group_by_image(std::vector<const BatchTask*>* todo) {
+  std::unordered_map<std::string, size_t> first_seen;
+  for (const BatchTask* task : *todo) first_seen.emplace(task->image_path, first_seen.size());
+  std::stable_sort(todo->begin(), todo->end(), [&](const BatchTask* a, const BatchTask* b) {
+    return first_seen.at(a->image_path) < first_seen.at(b->image_path);
+  });
 }
 
 }  // namespace
@@ -88,6 +103,7 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
       todo.push_back(&task);
     }
   }
+  group_by_image(&todo);
   summary.total = int64_t(list.tasks.size());
   if (summary.already_done > 0)
     std::fprintf(stderr, "resume: %lld of %lld tasks already in %s\n", (long long)summary.already_done,
@@ -114,6 +130,7 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     request->prompt = task.prompt;
     request->params.max_tokens = task.max_tokens;
     request->params.answers = task.answers;
+    request->params.choices = task.choices;
     request->params.return_first_logits = logits_dump != nullptr;
     request->tiling = options.tiling;
     request->max_tiles = options.max_tiles;

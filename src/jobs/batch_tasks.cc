@@ -20,6 +20,38 @@ std::string resolve_image(const std::string& image, const std::string& base_dir)
   return image;
 }
 
+// Reads an array of non-empty strings; false when `value` is not one.
+bool string_list(const nlohmann::json& value, std::vector<std::string>* out) {
+  out->clear();
+  if (!value.is_array()) return false;
+  for (const auto& item : value) {
+    if (!item.is_string() || item.get<std::string>().empty()) {
+      out->clear();
+      return false;
+    }
+    out->push_back(item.get<std::string>());
+  }
+  return true;
+}
+
+// One task per question of a "prompts" task, ids "<id>#<k>"; a task without prompts stays as it is.
+void expand_prompts(BatchTask task, std::vector<BatchTask>* out) {
+  if (task.prompts.empty()) {
+    out->push_back(std::move(task));
+    return;
+  }
+  const std::string base = task.id.is_string() ? task.id.get<std::string>() : task.id.dump();
+  std::vector<std::string> prompts = std::move(task.prompts);
+  task.prompts.clear();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    BatchTask question = task;
+    question.id = base + "#" + std::to_string(k);
+    question.key = question.id.dump();
+    question.prompt = std::move(prompts[k]);
+    out->push_back(std::move(question));
+  }
+}
+
 void drop_duplicates(TaskList* list) {
   std::set<std::string> seen;
   std::vector<BatchTask> unique;
@@ -83,6 +115,14 @@ bool parse_task_line(const std::string& line, const TaskDefaults& defaults, cons
     else
       task->problem = "\"max_tokens\" must be a positive integer";
   }
+  if (j.contains("prompts") && !j["prompts"].is_null()) {
+    if (j.contains("prompt")) task->problem = "give \"prompt\" or \"prompts\", not both";
+    else if (!string_list(j["prompts"], &task->prompts) || task->prompts.empty())
+      task->problem = "\"prompts\" must be a non-empty array of non-empty strings";
+    else task->prompt = task->prompts.front();
+  }
+  if (j.contains("choices") && !j["choices"].is_null() && !string_list(j["choices"], &task->choices))
+    task->problem = "\"choices\" must be an array of non-empty strings";
   if (j.contains("answers") && !j["answers"].is_null()) {
     task->answers.clear();
     if (!j["answers"].is_array()) task->problem = "\"answers\" must be an array of strings";
@@ -107,7 +147,7 @@ TaskList read_tasks_jsonl(const std::string& path, const TaskDefaults& defaults)
     BatchTask task;
     std::string why;
     if (parse_task_line(line, defaults, base_dir.empty() ? "." : base_dir, &task, &why))
-      list.tasks.push_back(std::move(task));
+      expand_prompts(std::move(task), &list.tasks);
     else
       list.skipped_lines.push_back(str(path, ":", number, ": ", why));
   }

@@ -1,5 +1,7 @@
-// The tasks of `fovea run`: a JSONL file ({"id", "image", "prompt", "max_tokens"?, "answers"?} per line) or a
-// directory of images (one task per file, id = file name) with one prompt for all.
+// The tasks of `fovea run`: a JSONL file ({"id", "image", "prompt", "max_tokens"?, "answers"?, "choices"?} per
+// line) or a directory of images (one task per file, id = file name) with one prompt for all. A line with
+// "prompts": [...] instead of "prompt" asks several questions about its image: one task per question, with id
+// "<id>#<k>" (k from 0, the id's text for a number), which the job runs together so the image's prefix is shared.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -20,6 +22,8 @@ struct BatchTask {
   std::string prompt;
   int max_tokens = 1;
   std::vector<std::string> answers;
+  std::vector<std::string> choices;  // "choices": the answer is the most likely one (GenerationParams::choices)
+  std::vector<std::string> prompts;  // "prompts" as parsed; read_tasks_jsonl expands them into tasks
   std::string problem;      // non-empty: the task itself is invalid; it becomes an error record
 };
 

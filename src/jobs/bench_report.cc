@@ -63,6 +63,18 @@ nlohmann::ordered_json bench_json(const BenchResult& r) {
                    {"llm_ms_per_step", d.llm_ms_per_step()},
                    {"output_tokens_per_s", d.tn_s > 0 ? d.requests * double(d.max_tokens) / d.tn_s : 0.0}};
   }
+  if (r.questions.per_image > 0) {
+    const QuestionsMeasure& q = r.questions;
+    // The FLOP model above counts every request's whole prompt: with shared prefixes MFU is not meaningful.
+    j["questions"] = {{"per_image", q.per_image},
+                      {"images", q.images},
+                      {"qpm_per_question", r.qpm()},
+                      {"prompt_tokens_needed", q.prompt_tokens},
+                      {"prompt_tokens_computed", q.prefill_tokens},
+                      {"prefix_hit_tokens", q.prefix_hit_tokens},
+                      {"inflight_prefix_waits", q.inflight_waits},
+                      {"computed_fraction", q.prompt_tokens > 0 ? double(q.prefill_tokens) / q.prompt_tokens : 0.0}};
+  }
   return j;
 }
 
@@ -98,6 +110,17 @@ std::string bench_table(const BenchResult& r) {
                   "decode %.0f tokens/s; runner alone %.3f ms per step)\n",
                   d.ms_per_step(), d.requests, d.max_tokens, d.tn_s, d.t1_s, d.decode_tokens_per_s(),
                   d.llm_ms_per_step());
+    out += buf;
+  }
+  if (r.questions.per_image > 0) {
+    const QuestionsMeasure& q = r.questions;
+    std::snprintf(buf, sizeof buf,
+                  "questions       %d per image x %d images: %.1f QPM per question; prompt tokens computed %lld of "
+                  "%lld needed (%.1f%%), %lld reused, %lld requests waited for an in-flight prefix\n"
+                  "                (MFU and the FLOP floor count every prompt in full: not meaningful here)\n",
+                  q.per_image, q.images, r.qpm(), (long long)q.prefill_tokens, (long long)q.prompt_tokens,
+                  q.prompt_tokens > 0 ? 100.0 * double(q.prefill_tokens) / double(q.prompt_tokens) : 0.0,
+                  (long long)q.prefix_hit_tokens, (long long)q.inflight_waits);
     out += buf;
   }
   return out;

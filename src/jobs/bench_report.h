@@ -28,6 +28,17 @@ struct DecodeMeasure {
   double decode_tokens_per_s() const { return tn_s > t1_s ? requests * double(steps()) / (tn_s - t1_s) : 0; }
 };
 
+// `fovea bench --questions K`: every image asked K distinct questions, one request each; how much of the
+// prompts' KV was computed against what K separate requests per image would compute.
+struct QuestionsMeasure {
+  int per_image = 0;                // K; 0: not a multi-question run
+  int images = 0;
+  int64_t prompt_tokens = 0;        // needed: the prompts' tokens, each request counted in full
+  int64_t prefill_tokens = 0;       // computed (EngineStats::prefill_tokens over the run)
+  int64_t prefix_hit_tokens = 0;    // reused from the prefix cache
+  int64_t inflight_waits = 0;       // requests that waited for a prefix being computed
+};
+
 struct BenchResult {
   std::string model;
   std::string backend;
@@ -46,6 +57,7 @@ struct BenchResult {
   std::vector<std::pair<double, int>> timeline;  // (seconds since start, requests finished)
   std::vector<double> latencies_ms;
   DecodeMeasure decode;  // requests 0: not measured (max_tokens 1)
+  QuestionsMeasure questions;
 
   double qpm() const { return wall_s > 0 ? (requests - failed) * 60.0 / wall_s : 0; }
   double achieved_tflops() const { return wall_s > 0 ? flops.total() / wall_s / 1e12 : 0; }

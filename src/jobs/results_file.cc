@@ -96,6 +96,11 @@ std::string result_line(const BatchResult& r) {
       lp[answer] = std::isfinite(logprob) ? nlohmann::ordered_json(logprob) : nlohmann::ordered_json();
     j["logprobs"] = lp;
   }
+  if (!r.choice_logprobs.empty() && r.error.empty()) {
+    nlohmann::ordered_json lp = nlohmann::ordered_json::object();
+    for (const auto& [choice, logprob] : r.choice_logprobs) lp[choice] = logprob;
+    j["choice_logprobs"] = lp;
+  }
   if (!r.error.empty()) j["error"] = r.error;
   j["ms"] = std::round(r.ms * 100.0) / 100.0;
   // Invalid UTF-8 in generated text must not make dump() throw and lose the record.

@@ -31,11 +31,13 @@ struct BatchResult {
   std::vector<int32_t> tokens;
   std::vector<std::pair<std::string, float>> answer_logprobs;  // written as "logprobs" when non-empty
   bool has_answers = false;                                    // the task asked for answers
+  std::vector<std::pair<std::string, float>> choice_logprobs;  // written as "choice_logprobs" when non-empty
   std::string error;
   double ms = 0;
 };
 
-// One JSONL line (with its '\n'), keys in the documented order: id, text, tokens, logprobs?, error?, ms.
+// One JSONL line (with its '\n'), keys in the documented order: id, text, tokens, logprobs?, choice_logprobs?,
+// error?, ms.
 std::string result_line(const BatchResult& result);
 
 class ResultsWriter {

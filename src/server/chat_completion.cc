@@ -171,9 +171,11 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
       if (ev.finished && ev.error.empty()) completions_.add(monotonic_seconds());
       if (!chat.stream) {
         if (!ev.finished) continue;
-        const Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
-                                                  chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
-                                                  acc.completion_tokens);
+        Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
+                                            chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
+                                            acc.completion_tokens);
+        // Extension: with guided_choice/choices, every choice's total log-prob, in the request's order.
+        if (!ev.choice_logprobs.empty()) body["choices"][0]["choice_logprobs"] = ev.choice_logprobs;
         return reply(ex, 200, "application/json", openai::dump(body));
       }
       if (!stream_started) {

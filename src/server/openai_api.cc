@@ -173,6 +173,30 @@ bool read_stop(const Json& body, GenerationParams* params, ApiError* error) {
   return true;
 }
 
+// Fovea's extension in the spirit of vLLM's guided choice: "guided_choice" (or "choices") lists the answers
+// allowed; the reply is the one with the highest total log-prob, and every choice's total comes back.
+bool read_choices(const Json& body, GenerationParams* params, ApiError* error) {
+  const char* key = body.contains("guided_choice") ? "guided_choice" : "choices";
+  if (body.contains("guided_choice") && body.contains("choices")) {
+    *error = bad("give guided_choice or choices, not both", "choices");
+    return false;
+  }
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_array() || it->empty() || it->size() > 64) {
+    *error = bad(str(key, " must be an array of 1 to 64 strings"), key);
+    return false;
+  }
+  for (const auto& c : *it) {
+    if (!c.is_string() || c.get<std::string>().empty()) {
+      *error = bad(str(key, " must hold non-empty strings"), key);
+      return false;
+    }
+    params->choices.push_back(c.get<std::string>());
+  }
+  return true;
+}
+
 bool read_generation(const Json& body, const ParseOptions& options, ChatRequest* out, ApiError* error) {
   GenerationParams& p = out->request.params;
   bool present = false;
@@ -192,6 +216,7 @@ bool read_generation(const Json& body, const ParseOptions& options, ChatRequest*
   if (!read_number(body, "top_p", 0.0, 1.0, &number, error)) return false;
   p.top_p = float(number);
   if (!read_stop(body, &p, error)) return false;
+  if (!read_choices(body, &p, error)) return false;
   if (!read_bool(body, "logprobs", &out->logprobs, error)) return false;
   if (!read_int(body, "top_logprobs", 0, 20, &v, &present, error)) return false;
   if (present) {

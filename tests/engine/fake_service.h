@@ -95,6 +95,7 @@ class FakeService final : public InferenceService {
       }
       for (size_t a = 0; a < request.params.answers.size(); ++a)
         final.answer_logprobs[request.params.answers[a]] = -float(a + 1);
+      for (size_t c = 0; c < request.params.choices.size(); ++c) final.choice_logprobs.push_back(-float(c + 1));
     }
     final.ms = 1.5;
     in_flight_--;  // before the final event: a client that saw it finished may read the stats at once

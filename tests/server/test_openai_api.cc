@@ -68,6 +68,18 @@ TEST(OpenAiParse, DefaultsAndStringContent) {
   EXPECT_FALSE(r.stream);
 }
 
+TEST(OpenAiParse, GuidedChoiceOrChoicesBecomeTheEnginesChoices) {
+  for (const char* key : {"guided_choice", "choices"}) {
+    ChatRequest r;
+    ApiError e;
+    ASSERT_TRUE(parse(std::string(R"({"messages":[{"role":"user","content":"bed?"}],")") + key +
+                          R"(":["是","否","not visible"]})",
+                      &r, &e))
+        << e.message;
+    EXPECT_EQ(r.request.params.choices, (std::vector<std::string>{"是", "否", "not visible"})) << key;
+  }
+}
+
 TEST(OpenAiParse, BadRequestsNameTheParameter) {
   struct Case {
     const char* body;
@@ -84,6 +96,9 @@ TEST(OpenAiParse, BadRequestsNameTheParameter) {
       {R"({"messages":[{"role":"user","content":"a"}],"n":2})", "n"},
       {R"({"messages":[{"role":"user","content":"a"}],"stop":[1]})", "stop"},
       {R"({"messages":[{"role":"user","content":"a"}],"stop":["a","b","c","d","e"]})", "stop"},
+      {R"({"messages":[{"role":"user","content":"a"}],"guided_choice":[]})", "guided_choice"},
+      {R"({"messages":[{"role":"user","content":"a"}],"choices":["a",""]})", "choices"},
+      {R"({"messages":[{"role":"user","content":"a"}],"choices":["a"],"guided_choice":["b"]})", "choices"},
       {R"({"messages":[{"role":"user","content":"a"}],"top_logprobs":2})", "top_logprobs"},
       {R"({"messages":[{"role":"user","content":"a"}],"logprobs":true,"top_logprobs":21})", "top_logprobs"},
       {R"({"messages":[{"role":"user","content":"a"}],"stream":"yes"})", "stream"},

@@ -1,0 +1,106 @@
+// Multi-question tasks of `fovea run`: "prompts" expands into one task per question (ids "<id>#<k>"), the job
+// runs an image's questions together however the input scatters them, and "choices" reach the engine and come
+// back as "choice_logprobs".
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "../engine/fake_service.h"
+#include "jobs/batch_job.h"
+
+namespace fovea {
+namespace {
+namespace fs = std::filesystem;
+
+class QuestionFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fovea_questions_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    for (int i = 0; i < 3; ++i) std::ofstream(dir_ / ("p" + std::to_string(i) + ".jpg")) << "JPEG" << i;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  TaskList read(const std::string& text) {
+    std::ofstream(dir_ / "tasks.jsonl") << text;
+    return read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
+  }
+  fs::path dir_;
+};
+
+TEST_F(QuestionFiles, PromptsBecomeOneTaskPerQuestion) {
+  const TaskList list = read(R"({"id":"room","image":"p0.jpg","prompts":["bed?","sofa?","window?"],"max_tokens":2})"
+                             "\n"
+                             R"({"id":7,"image":"p1.jpg","prompts":["bed?"],"choices":["yes","no"]})"
+                             "\n"
+                             R"({"id":"both","image":"p1.jpg","prompt":"q","prompts":["a"]})"
+                             "\n"
+                             R"({"id":"empty","image":"p1.jpg","prompts":[]})"
+                             "\n"
+                             R"({"id":"bad","image":"p1.jpg","prompts":["a", 3]})"
+                             "\n");
+  ASSERT_EQ(list.tasks.size(), 7u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(list.tasks[size_t(k)].id, "room#" + std::to_string(k));
+    EXPECT_EQ(list.tasks[size_t(k)].key, "\"room#" + std::to_string(k) + "\"");
+    EXPECT_EQ(list.tasks[size_t(k)].max_tokens, 2);
+    EXPECT_EQ(list.tasks[size_t(k)].image_path, (dir_ / "p0.jpg").string());
+    EXPECT_TRUE(list.tasks[size_t(k)].problem.empty());
+  }
+  EXPECT_EQ(list.tasks[1].prompt, "sofa?");
+  EXPECT_EQ(list.tasks[3].id, "7#0");
+  EXPECT_EQ(list.tasks[3].choices, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_NE(list.tasks[4].problem.find("not both"), std::string::npos);
+  EXPECT_NE(list.tasks[5].problem.find("non-empty array"), std::string::npos);
+  EXPECT_NE(list.tasks[6].problem.find("non-empty array"), std::string::npos);
+  EXPECT_EQ(list.tasks[6].id, "bad");
+}
+
+TEST_F(QuestionFiles, AnImagesQuestionsRunTogetherWhateverTheInputOrder) {
+  // Question-major input: every image's first question, then every second one.
+  std::string text;
+  for (int q = 0; q < 2; ++q)
+    for (int i = 0; i < 3; ++i)
+      text += R"({"id":"i)" + std::to_string(i) + "q" + std::to_string(q) + R"(","image":"p)" + std::to_string(i) +
+              R"(.jpg","prompt":"q)" + std::to_string(q) + "\"}\n";
+  const TaskList list = read(text);
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.concurrency = 1;  // submissions in the job's order
+  options.progress = false;
+  EXPECT_FALSE(run_batch_job(service, list, (dir_ / "out.jsonl").string(), options).any_failed());
+  ASSERT_EQ(service.requests.size(), 6u);
+  const std::vector<std::string> images{"JPEG0", "JPEG0", "JPEG1", "JPEG1", "JPEG2", "JPEG2"};
+  const std::vector<std::string> prompts{"q0", "q1", "q0", "q1", "q0", "q1"};
+  for (size_t r = 0; r < 6; ++r) {
+    EXPECT_EQ(service.requests[r].images[0].bytes, images[r]) << r;
+    EXPECT_EQ(service.requests[r].prompt, prompts[r]) << r;
+  }
+}
+
+TEST_F(QuestionFiles, ChoicesComeBackAsChoiceLogprobs) {
+  const TaskList list = read(R"({"id":"a","image":"p0.jpg","prompts":["bed?","sofa?"],"choices":["yes","no"]})"
+                             "\n");
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.progress = false;
+  const fs::path out = dir_ / "choices.jsonl";
+  EXPECT_FALSE(run_batch_job(service, list, out.string(), options).any_failed());
+  std::map<std::string, nlohmann::json> by_id;
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    by_id[j["id"].get<std::string>()] = j;
+  }
+  ASSERT_EQ(by_id.size(), 2u);
+  for (const char* id : {"a#0", "a#1"}) {
+    EXPECT_FLOAT_EQ(by_id[id]["choice_logprobs"]["yes"].get<float>(), -1.0f) << id;
+    EXPECT_FLOAT_EQ(by_id[id]["choice_logprobs"]["no"].get<float>(), -2.0f) << id;
+  }
+  for (const Request& r : service.requests) EXPECT_EQ(r.params.choices, (std::vector<std::string>{"yes", "no"}));
+}
+
+}  // namespace
+}  // namespace fovea
