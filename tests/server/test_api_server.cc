@@ -164,6 +164,18 @@ TEST_F(ApiServerTest, CompletionAndModelsOnOneKeptAliveConnection) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+TEST_F(ApiServerTest, GuidedChoiceReturnsEveryChoicesLogprob) {
+  start();
+  Client c(server_->port());
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, false, R"(,"guided_choice":["yes","no"])"));
+  const Response r = c.read_response();
+  ASSERT_EQ(r.status, 200) << r.body();
+  const Json j = Json::parse(r.body());
+  EXPECT_EQ(j["choices"][0]["choice_logprobs"], Json::array({-1.0, -2.0}));  // the fake's: -1, -2, ...
+  ASSERT_EQ(service_->requests.size(), 1u);
+  EXPECT_EQ(service_->requests[0].params.choices, (std::vector<std::string>{"yes", "no"}));
+}
+
 TEST_F(ApiServerTest, StreamsServerSentEvents) {
   start();
   Client c(server_->port());
