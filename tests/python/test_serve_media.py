@@ -1,5 +1,6 @@
-"""fovea serve fetching image_url over http:// (only with --allow-remote-media), with a size limit; https is
-refused with a clear message (no TLS in the product)."""
+"""fovea serve fetching image_url over http:// (only with --allow-remote-media), with a size limit; a URL where
+nothing listens and an s3:// URL without --allow-s3-media fail with a clear message. (https and S3 themselves:
+test_fetch_remote.py.)"""
 import functools
 import http.server
 import io
@@ -67,8 +68,10 @@ def test_remote_media(tmp_path):
             ask(f"{base}/missing.png")
         with pytest.raises(openai.BadRequestError, match="limit"):
             ask(f"{base}/big.png")
-        with pytest.raises(openai.BadRequestError, match="https"):
+        with pytest.raises(openai.BadRequestError, match="https://127.0.0.1:1/x.png"):
             ask("https://127.0.0.1:1/x.png")
+        with pytest.raises(openai.BadRequestError, match="--allow-s3-media"):
+            ask("s3://bucket/x.png")
         with pytest.raises(openai.BadRequestError):  # local paths stay refused without --allowed-media-dir
             ask(str(media / "small.png"))
     finally:
