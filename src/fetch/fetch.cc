@@ -118,6 +118,43 @@ std::string s3_error_code(const std::string& body) {
   return body.substr(b + 6, e - b - 6);
 }
 
+// Turns a finished attempt into a FetchError (retryable or not), or returns when it succeeded.
+void throw_on_failure(CURLcode rc, long status, const Sink& sink, bool s3, const std::string& where,
+                      const FetchOptions& options, const char* curl_message) {
+  // An error status counts even when its body was cut off for being too large.
+  const bool answered = rc == CURLE_OK || rc == CURLE_WRITE_ERROR || rc == CURLE_FILESIZE_EXCEEDED;
+  if (answered && status >= 300) {
+    std::string reason = str("HTTP ", status);
+    const std::string code = s3 ? s3_error_code(sink.body) : "";
+    if (!code.empty()) reason += " " + code;
+    if (s3 && status < 400) reason += " (the bucket may be in another region: set AWS_REGION)";
+    throw FetchError(where + reason, status >= 500 || status == 429 || status == 408);
+  }
+  if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED)
+    throw FetchError(str(where, "body is larger than the limit of ", options.max_bytes, " bytes"), false);
+  switch (rc) {
+    case CURLE_OK:
+      return;
+    case CURLE_OPERATION_TIMEDOUT:
+      throw FetchError(str(where, "timed out (limit ", options.timeout_ms, " ms, connect ", options.connect_timeout_ms,
+                           " ms)"),
+                       true);
+    case CURLE_ABORTED_BY_CALLBACK:
+      throw FetchError(where + "cancelled", false);
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+      throw FetchError(where + curl_message, true);
+    default:
+      throw FetchError(where + curl_message, false);
+  }
+}
+
 // One attempt. Throws FetchError (retryable or not) naming `shown` (the redacted URL).
 std::string fetch_once(const std::string& url, const std::string& shown, const FetchOptions& options) {
   const bool s3 = starts_with_ci(url, "s3://");
@@ -178,37 +215,8 @@ std::string fetch_once(const std::string& url, const std::string& shown, const F
   api.slist_free_all(headers);
   api.easy_setopt(curl, CURLOPT_ERRORBUFFER, static_cast<char*>(nullptr));
 
-  const std::string where = "fetch " + shown + ": ";
-  if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED)
-    throw FetchError(str(where, "body is larger than the limit of ", options.max_bytes, " bytes"), false);
-  switch (rc) {
-    case CURLE_OK:
-      break;
-    case CURLE_OPERATION_TIMEDOUT:
-      throw FetchError(str(where, "timed out (limit ", options.timeout_ms, " ms, connect ", options.connect_timeout_ms,
-                           " ms)"),
-                       true);
-    case CURLE_ABORTED_BY_CALLBACK:
-      throw FetchError(where + "cancelled", false);
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_SEND_ERROR:
-    case CURLE_RECV_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-      throw FetchError(where + (error_buffer[0] ? error_buffer : api.easy_strerror(rc)), true);
-    default:
-      throw FetchError(where + (error_buffer[0] ? error_buffer : api.easy_strerror(rc)), false);
-  }
-  if (status >= 300) {
-    std::string reason = str("HTTP ", status);
-    const std::string code = s3 ? s3_error_code(sink.body) : "";
-    if (!code.empty()) reason += " " + code;
-    if (s3 && status >= 300 && status < 400) reason += " (the bucket may be in another region: set AWS_REGION)";
-    throw FetchError(where + reason, status >= 500 || status == 429 || status == 408);
-  }
+  throw_on_failure(rc, status, sink, s3, "fetch " + shown + ": ", options,
+                   error_buffer[0] ? error_buffer : api.easy_strerror(rc));
   return std::move(sink.body);
 }
 

@@ -32,9 +32,17 @@ def free_port():
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse shows
     failed_once = set()
+    connections = 0
+    requests = 0
+
+    def setup(self):
+        Handler.connections += 1
+        super().setup()
 
     def do_GET(self):
+        Handler.requests += 1
         if self.path == "/flaky.png" and self.path not in Handler.failed_once:  # 503 once, then the file
             Handler.failed_once.add(self.path)
             self.send_error(503)
@@ -52,6 +60,7 @@ def https_server(tmp_path):
     """Serves tmp_path/www over HTTPS with a certificate for 127.0.0.1 made here; yields (base URL, cert path)."""
     www = tmp_path / "www"
     www.mkdir()
+    Handler.failed_once, Handler.connections, Handler.requests = set(), 0, 0
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
@@ -138,7 +147,7 @@ def test_url_images_in_fovea_run(demo_model, tmp_path, https_server, s3_server):
         env.pop(k, None)
     r, by_id = run_tasks(demo_model, tmp_path, "ok", tasks,
                          ["--ca-file", str(cert), "--fetch-timeout", "1", "--fetch-retries", "1",
-                          "--max-image-bytes", "200000", "--prefetch", "4"], env)
+                          "--max-image-bytes", "200000", "--prefetch", "4", "--fetch-parallel", "1"], env)
     silent.close()
     assert r.returncode == 1, r.stderr  # some tasks failed
     assert sorted(by_id) == sorted(t["id"] for t in tasks)
@@ -153,6 +162,9 @@ def test_url_images_in_fovea_run(demo_model, tmp_path, https_server, s3_server):
     assert "timed out" in by_id["timeout"]["error"] and never in by_id["timeout"]["error"]
     assert "(after 2 attempts)" in by_id["timeout"]["error"]
     assert "larger than the limit of 200000 bytes" in by_id["big"]["error"]
+    # One download thread, one libcurl handle: its connection is reused until an error answer or the aborted
+    # oversize body closes it (img, 503 | flaky, 404 | big: 5 requests on 3 connections).
+    assert Handler.requests == 5 and Handler.connections == 3, (Handler.requests, Handler.connections)
 
     # The signature is checked: a wrong secret is refused (403, not retried); TLS is verified by default.
     env["AWS_SECRET_ACCESS_KEY"] = "wrong" + creds["SecretAccessKey"]
