@@ -168,6 +168,17 @@ TEST_F(LocalServer, PrefetchStaysInsideItsWindowAndKeepsOrder) {
   EXPECT_LE(max_active_, 2);  // never more than `parallel` downloads at once
 }
 
+TEST_F(LocalServer, PrefetchDownloadsInParallelAheadOfTheConsumer) {
+  const std::vector<std::string> urls(8, base_ + "/slow");  // 400 ms each: 3.2 s one after the other
+  Prefetcher prefetcher(urls, fast_, 8, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // the consumer is busy (the GPU is working)
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < urls.size(); ++i) EXPECT_EQ(prefetcher.take(i).bytes, image_);
+  // All 8 were fetched, 4 at a time, while the consumer was away: taking them costs nothing like 3.2 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(700));
+  EXPECT_EQ(max_active_, 4);
+}
+
 TEST_F(LocalServer, DestroyingThePrefetcherCancelsDownloads) {
   std::vector<std::string> urls(8, base_ + "/slow");
   const auto start = std::chrono::steady_clock::now();
