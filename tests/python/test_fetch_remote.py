@@ -20,8 +20,7 @@ Image = pytest.importorskip("PIL.Image")
 boto3 = pytest.importorskip("boto3")
 FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
 pytestmark = [pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary"),
-              pytest.mark.skipif(shutil.which("moto_server") is None, reason="moto[server] is not installed"),
-              pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")]
+              pytest.mark.skipif(shutil.which("moto_server") is None, reason="moto[server] is not installed")]
 BUCKET = "fovea-test"
 
 
@@ -56,15 +55,12 @@ class Handler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture
-def https_server(tmp_path):
-    """Serves tmp_path/www over HTTPS with a certificate for 127.0.0.1 made here; yields (base URL, cert path)."""
+def https_server(tmp_path, self_signed_cert):
+    """Serves tmp_path/www over HTTPS with a certificate for 127.0.0.1 made here; yields (base URL, www, cert)."""
     www = tmp_path / "www"
     www.mkdir()
     Handler.failed_once, Handler.connections, Handler.requests = set(), 0, 0
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = self_signed_cert
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
