@@ -3,7 +3,8 @@
 # tools the tests use from PyPI. Safe to run again.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config nlohmann-json3-dev libjpeg62-turbo-dev libturbojpeg0-dev
-      libpng-dev libwebp-dev libgif-dev zlib1g-dev libgtest-dev python3 python3-pip)
+      libpng-dev libwebp-dev libgif-dev zlib1g-dev libgtest-dev python3 python3-pip
+      libcurl4-openssl-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -12,10 +13,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 if [ "${1:-}" = "--test" ]; then
-  # Test-only references: Pillow (pixel oracle), numpy, the openai client, pytest. Small wheels, no torch.
+  # Test-only references: Pillow (pixel oracle), numpy, the openai client, pytest, moto (a local S3 that checks
+  # SigV4 signatures) with boto3 to fill it. Small wheels, no torch.
   # Debian's own python3 is "externally managed" (PEP 668): there pip needs --break-system-packages.
-  wheels=(pillow numpy openai pytest)
-  if ! python3 -c 'import PIL, numpy, openai, pytest' 2>/dev/null; then
+  wheels=(pillow numpy openai pytest "moto[server]" boto3)
+  if ! python3 -c 'import PIL, numpy, openai, pytest, moto.server, boto3' 2>/dev/null; then
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
     python3 -m pip install -q "${wheels[@]}" 2>/dev/null ||
       python3 -m pip install -q --break-system-packages "${wheels[@]}"

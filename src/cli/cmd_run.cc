@@ -2,6 +2,7 @@
 // kill. Exit status: 0 every task succeeded, 1 some failed (or the job could not start), 2 usage error.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -16,8 +17,13 @@ namespace {
 const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
     "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
-    "         the tasks file's directory); \"prompts\": [...] instead of \"prompt\": one record per question,\n"
-    "         id \"<id>#<k>\"; \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"
+    "         the tasks file's directory; http://, https:// and s3://bucket/key URLs are downloaded);\n"
+    "         \"prompts\": [...] instead of \"prompt\": one record per question, id \"<id>#<k>\";\n"
+    "         \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"
+    "  URL images: --fetch-timeout SECONDS (per attempt, 60)  --fetch-retries N (5xx/timeouts, 3)\n"
+    "    --fetch-parallel N (downloads at once, 8)  --prefetch N (tasks fetched ahead, 32)  --ca-file PEM\n"
+    "    --s3-endpoint URL (else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL; keys from AWS_* or ~/.aws)\n"
+    "  --max-image-bytes N (per image, files and URLs; default 64 MiB)\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
@@ -50,7 +56,8 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
                      "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4",
-                     "--dump-logits", "--help"});
+                     "--dump-logits", "--fetch-timeout", "--fetch-retries", "--fetch-parallel", "--prefetch",
+                     "--ca-file", "--s3-endpoint", "--max-image-bytes", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -80,6 +87,12 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
     c.job.concurrency = args.get_int("--concurrency", 64);
     c.job.max_tiles = args.get_int("--max-tiles", 0);
     c.job.progress_interval_s = args.get_double("--progress-interval", 10.0);
+    c.job.fetch.timeout_ms = int(args.get_double("--fetch-timeout", 60.0) * 1000);
+    c.job.fetch.connect_timeout_ms = std::min(c.job.fetch.timeout_ms, 10000);
+    c.job.fetch.retries = args.get_int("--fetch-retries", 3);
+    c.job.fetch_parallel = args.get_int("--fetch-parallel", 8);
+    c.job.prefetch_window = args.get_int("--prefetch", 32);
+    c.job.max_image_bytes = int64_t(args.get_double("--max-image-bytes", double(c.job.max_image_bytes)));
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("--"))};
@@ -92,6 +105,12 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (c.defaults.max_tokens < 1) throw UsageError{"--max-tokens must be at least 1"};
   if (c.job.concurrency < 1) throw UsageError{"--concurrency must be at least 1"};
   if (c.job.max_tiles < 0) throw UsageError{"--max-tiles must be positive"};
+  if (c.job.fetch.timeout_ms < 1 || c.job.max_image_bytes < 1 || c.job.fetch.retries < 0 ||
+      c.job.fetch_parallel < 1 || c.job.prefetch_window < 1)
+    throw UsageError{"--fetch-timeout, --fetch-parallel, --prefetch and --max-image-bytes must be positive, "
+                     "--fetch-retries at least 0"};
+  c.job.fetch.ca_file = args.get("--ca-file");
+  c.job.fetch.s3_endpoint = args.get("--s3-endpoint");
   c.job.progress = !args.has("--quiet");
   c.job.retry_failed = args.has("--retry-failed");
   c.job.dump_logits_path = args.get("--dump-logits");

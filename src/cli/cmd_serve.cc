@@ -18,8 +18,9 @@ namespace {
 
 const char* kUsage =
     "usage: fovea serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
-    "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http:// URLs)  --max-media-bytes N\n"
-    "         --remote-timeout-ms N\n"
+    "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http(s):// URLs)  --max-media-bytes N\n"
+    "         --remote-timeout-ms N  --allow-s3-media (s3:// URLs too, read with the server's AWS credentials)\n"
+    "         --ca-file PEM (TLS roots; default FOVEA_CA_BUNDLE or the system's)  --s3-endpoint URL\n"
     "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
@@ -46,6 +47,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   const Args args(raw);
   try {
     args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
+                     "--allow-s3-media", "--ca-file", "--s3-endpoint",
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
@@ -67,7 +69,10 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.api.http.host = args.get("--host", "127.0.0.1");
   c.api.served_model_name = args.get("--served-model-name");
   c.api.media.allowed_media_dir = args.get("--allowed-media-dir");
-  c.api.media.allow_remote = args.has("--allow-remote-media");
+  c.api.media.allow_remote = args.has("--allow-remote-media") || args.has("--allow-s3-media");
+  c.api.media.allow_s3 = args.has("--allow-s3-media");
+  c.api.media.ca_file = args.get("--ca-file");
+  c.api.media.s3_endpoint = args.get("--s3-endpoint");
   c.engine.backend = args.get("--backend", "auto");
   try {
     c.api.http.port = args.get_int("--port", 8000);

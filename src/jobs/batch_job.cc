@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "jobs/logits_dump.h"
 #include "core/rate_window.h"
+#include "fetch/prefetch.h"
 #include "jobs/progress.h"
 #include "jobs/request_pump.h"
 
@@ -116,6 +117,14 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
   RateWindow rate(60.0);
   const double start = now_seconds();
 
+  // Tasks with URL images are downloaded ahead (in submission order) while earlier tasks run.
+  std::vector<std::string> urls(todo.size());
+  for (size_t i = 0; i < todo.size(); ++i)
+    if (todo[i]->problem.empty() && is_fetch_url(todo[i]->image_path)) urls[i] = todo[i]->image_path;
+  FetchOptions fetch = options.fetch;
+  fetch.max_bytes = options.max_image_bytes;
+  Prefetcher prefetcher(std::move(urls), fetch, options.prefetch_window, options.fetch_parallel);
+
   PumpCallbacks callbacks;
   callbacks.make_request = [&](size_t i, Request* request, std::string* error) {
     const BatchTask& task = *todo[i];
@@ -125,7 +134,19 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     }
     ImageInput image;
     image.label = task.image_path;
-    if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) return false;
+    if (is_fetch_url(task.image_path)) {
+      Prefetched fetched = prefetcher.take(i);
+      if (fetched.error.empty() && fetched.bytes.empty())
+        fetched.error = "empty image at " + redact_url(task.image_path);
+      if (!fetched.error.empty()) {
+        *error = fetched.error;
+        return false;
+      }
+      image.label = redact_url(task.image_path);
+      image.bytes = std::move(fetched.bytes);
+    } else if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) {
+      return false;
+    }
     request->images.push_back(std::move(image));
     request->prompt = task.prompt;
     request->params.max_tokens = task.max_tokens;

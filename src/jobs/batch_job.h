@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fetch/fetch.h"
 #include "jobs/batch_tasks.h"
 #include "jobs/results_file.h"
 #include "engine/service.h"
@@ -20,6 +21,9 @@ struct BatchJobOptions {
   double progress_interval_s = 10.0;
   bool retry_failed = false;  // drop earlier error records first, so their tasks run again
   std::string dump_logits_path;  // non-empty: first-token logits to PATH.f32 + PATH.json (jobs/logits_dump.h)
+  FetchOptions fetch;         // URL images (max_bytes is set from max_image_bytes)
+  int prefetch_window = 32;  // URL images fetched ahead of the task being submitted
+  int fetch_parallel = 8;    // downloads at once
 };
 
 struct BatchJobSummary {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "fetch/fetch.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -13,7 +14,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string resolve_image(const std::string& image, const std::string& base_dir) {
-  if (image.empty() || image[0] == '/' || base_dir.empty()) return image;
+  if (image.empty() || image[0] == '/' || base_dir.empty() || is_fetch_url(image)) return image;  // URLs as given
   const fs::path beside_tasks = fs::path(base_dir) / image;
   std::error_code ec;
   if (fs::exists(beside_tasks, ec) || !fs::exists(image, ec)) return beside_tasks.string();

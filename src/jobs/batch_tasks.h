@@ -18,7 +18,7 @@ struct TaskDefaults {
 struct BatchTask {
   nlohmann::json id;        // as given (string or number); written back unchanged
   std::string key;          // id.dump(): what resume compares
-  std::string image_path;   // resolved
+  std::string image_path;   // resolved, or an http(s):// / s3:// URL as given
   std::string prompt;
   int max_tokens = 1;
   std::vector<std::string> answers;

@@ -1,11 +1,12 @@
 #include "server/media.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
 
-#include "server/http_client.h"
+#include "fetch/fetch.h"
 
 namespace fovea {
 namespace {
@@ -82,6 +83,30 @@ std::string read_local_file(const std::string& path, const MediaOptions& options
   return bytes;
 }
 
+// http(s):// with --allow-remote-media; s3:// only with --allow-s3-media too, since it reads with the server's
+// own credentials. Fetches are shared by every handler thread through one limiter.
+std::string load_remote(const std::string& url, const MediaOptions& options) {
+  if (!options.allow_remote)
+    throw MediaError("remote image URLs are not allowed (start the server with --allow-remote-media)");
+  if (starts_with_ci(url, "s3://") && !options.allow_s3)
+    throw MediaError("s3:// image URLs are not allowed (start the server with --allow-s3-media)");
+  static FetchLimiter limiter(16);
+  FetchOptions fetch;
+  fetch.max_bytes = options.max_bytes;
+  fetch.timeout_ms = options.remote_timeout_ms;
+  fetch.connect_timeout_ms = std::min(options.remote_timeout_ms, 10000);
+  fetch.retries = options.remote_retries;
+  fetch.ca_file = options.ca_file;
+  fetch.s3_endpoint = options.s3_endpoint;
+  try {
+    std::string bytes = limiter.fetch(url, fetch);
+    if (bytes.empty()) throw MediaError(str("empty image at ", redact_url(url)));
+    return bytes;
+  } catch (const FetchError& e) {
+    throw MediaError(e.what());
+  }
+}
+
 }  // namespace
 
 std::string base64_decode(const std::string& text) {
@@ -148,11 +173,7 @@ std::string load_image_url(const std::string& url, const MediaOptions& options) 
     if (rest.rfind("localhost/", 0) == 0) rest = rest.substr(9);
     return read_local_file(percent_decode(rest), options);
   }
-  if (starts_with_ci(url, "http://") || starts_with_ci(url, "https://")) {
-    if (!options.allow_remote)
-      throw MediaError("remote image URLs are not allowed (start the server with --allow-remote-media)");
-    return http_get(url, options.max_bytes, options.remote_timeout_ms);
-  }
+  if (is_fetch_url(url)) return load_remote(url, options);
   const size_t colon = url.find(':');
   const size_t slash = url.find('/');
   if (colon != std::string::npos && (slash == std::string::npos || colon < slash) && colon > 1)

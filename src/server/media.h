@@ -1,6 +1,7 @@
 // Where the images of a chat request come from: `data:` URLs (base64), local files (file:// or a plain path)
-// only inside --allowed-media-dir, http:// URLs only with --allow-remote-media (with a timeout and a size
-// limit). Everything else is refused with a clear message (MediaError -> HTTP 400).
+// only inside --allowed-media-dir, http(s):// URLs only with --allow-remote-media and s3:// also with
+// --allow-s3-media (src/fetch: timeouts, retries, a size limit). Everything else is refused with a clear
+// message (MediaError -> HTTP 400).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,9 +12,13 @@ namespace fovea {
 
 struct MediaOptions {
   std::string allowed_media_dir;  // empty: no local files
-  bool allow_remote = false;
+  bool allow_remote = false;  // http(s):// URLs (fetched through src/fetch)
+  bool allow_s3 = false;      // s3:// URLs too (read with the server's AWS credentials)
   int64_t max_bytes = 20ll * 1024 * 1024;
   int remote_timeout_ms = 10000;
+  int remote_retries = 2;     // after 5xx / timeouts / connection errors, with backoff
+  std::string ca_file;        // TLS roots for https ("" = FOVEA_CA_BUNDLE or the system's)
+  std::string s3_endpoint;    // "" = AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / AWS
 };
 
 // A request's fault (bad URL, refused source, missing file): the server answers 400 with this message.

@@ -1,5 +1,6 @@
 """Shared pytest fixtures: the fovea binary (env FOVEA_BIN) and one demo checkpoint per test session."""
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -14,3 +15,16 @@ def demo_model(tmp_path_factory):
     model = tmp_path_factory.mktemp("model") / "demo"
     subprocess.run([binary, "make-demo-model", "--out", str(model)], check=True, capture_output=True, timeout=300)
     return model
+
+
+@pytest.fixture
+def self_signed_cert(tmp_path):
+    """(cert.pem, key.pem) for 127.0.0.1, made with openssl for this test: HTTPS servers on loopback that the
+    product trusts only through its --ca-file option."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key

@@ -1,11 +1,13 @@
-"""fovea serve fetching image_url over http:// (only with --allow-remote-media), with a size limit; https is
-refused with a clear message (no TLS in the product)."""
+"""fovea serve fetching image_url over https:// (only with --allow-remote-media; a self-signed certificate
+trusted through --ca-file), with a size limit; a URL where nothing listens and an s3:// URL without
+--allow-s3-media fail with a clear message. (S3 itself: test_fetch_remote.py.)"""
 import functools
 import http.server
 import io
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -29,7 +31,7 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def test_remote_media(tmp_path):
+def test_remote_media(tmp_path, self_signed_cert):
     model = tmp_path / "model"
     subprocess.run([FOVEA_BIN, "make-demo-model", "--out", str(model)], check=True, capture_output=True, timeout=300)
     media = tmp_path / "www"
@@ -38,12 +40,17 @@ def test_remote_media(tmp_path):
     (media / "big.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(300_000))  # over the limit: never decoded
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(media)))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*self_signed_cert)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    httpd.handle_error = lambda *args: None  # the server hanging up on the oversize body is expected
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    base = f"https://127.0.0.1:{httpd.server_address[1]}"
     port = free_port()
     proc = subprocess.Popen([FOVEA_BIN, "serve", "--model", str(model), "--port", str(port), "--backend", "cpu",
                              "--max-tiles", "1", "--kv-blocks", "512", "--allow-remote-media",
-                             "--max-media-bytes", "200000", "--remote-timeout-ms", "5000"],
+                             "--max-media-bytes", "200000", "--remote-timeout-ms", "5000",
+                             "--ca-file", str(self_signed_cert[0])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0, timeout=60)
@@ -67,8 +74,10 @@ def test_remote_media(tmp_path):
             ask(f"{base}/missing.png")
         with pytest.raises(openai.BadRequestError, match="limit"):
             ask(f"{base}/big.png")
-        with pytest.raises(openai.BadRequestError, match="https"):
+        with pytest.raises(openai.BadRequestError, match="https://127.0.0.1:1/x.png"):
             ask("https://127.0.0.1:1/x.png")
+        with pytest.raises(openai.BadRequestError, match="--allow-s3-media"):
+            ask("s3://bucket/x.png")
         with pytest.raises(openai.BadRequestError):  # local paths stay refused without --allowed-media-dir
             ask(str(media / "small.png"))
     finally:
