@@ -9,7 +9,10 @@ jobs=${FOVEA_JOBS:-$(nproc)}
 cc=${FOVEA_FUZZ_CC:-clang-14}
 cxx=${FOVEA_FUZZ_CXX:-clang++-14}
 if [ ! -f "$dir/CMakeCache.txt" ]; then
-  CC=$cc CXX=$cxx cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOVEA_CUDA=OFF \
+  # -O1 with line tables: about half the compile time of -O2 -g, still fast enough to fuzz, and sanitizer
+  # reports keep file:line. ("Sanitize" is no CMake build type, so none of Release's -O3 is added.)
+  CC=$cc CXX=$cxx cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DFOVEA_CUDA=OFF \
+    -DCMAKE_C_FLAGS="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
     -DFOVEA_SANITIZE=ON -DFOVEA_FUZZ=ON >/dev/null
 fi
 targets=()

@@ -1,6 +1,6 @@
 #include "model/weight_check.h"
 
-#include <atomic>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -9,13 +9,20 @@
 namespace fovea {
 namespace {
 
-// Counts elements whose exponent bits are all ones (NaN or infinity) in [begin, end): integer compares on the
-// raw bits, which the compiler vectorises.
+// Counts elements whose exponent bits are all ones (NaN or infinity) in [begin, end). The common case, none,
+// is found with a max over the masked bits per block of 4096 (a vectorised unsigned max, ~memory speed); only a
+// block that holds one is counted element by element.
 template <typename Bits>
 int64_t count_all_ones_exponent(const void* data, int64_t begin, int64_t end, Bits magnitude_mask, Bits exponent) {
   const Bits* p = static_cast<const Bits*>(data);
   int64_t bad = 0;
-  for (int64_t i = begin; i < end; ++i) bad += (p[i] & magnitude_mask) >= exponent;
+  for (int64_t block = begin; block < end; block += 4096) {
+    const int64_t stop = std::min(end, block + 4096);
+    Bits high = 0;
+    for (int64_t i = block; i < stop; ++i) high = std::max<Bits>(high, Bits(p[i] & magnitude_mask));
+    if (high < exponent) continue;
+    for (int64_t i = block; i < stop; ++i) bad += Bits(p[i] & magnitude_mask) >= exponent;
+  }
   return bad;
 }
 

@@ -109,7 +109,9 @@ def server_and_tasks():
     put("fuzz_http_request", "chunked", "\x00\x10\x00\x00\x00\x10\x00\x00POST /x HTTP/1.1\r\n"
         "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5\r\nhello\r\n0\r\nTrailer: y\r\n\r\n"
         "GET /b?q=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
-    png = open(os.path.join(SHARED, "images", "hopper.png"), "rb").read()[:0] or b"\x89PNG\r\n\x1a\n"
+    pngs = sorted(os.listdir(os.path.join(CORPUS, "fuzz_png")),
+                  key=lambda n: os.path.getsize(os.path.join(CORPUS, "fuzz_png", n)))
+    png = open(os.path.join(CORPUS, "fuzz_png", pngs[0]), "rb").read()  # the smallest PNG seed
     url = "data:image/png;base64," + base64.b64encode(png).decode()
     bodies = [
         {"model": "m", "messages": [{"role": "user", "content": "Describe."}]},
