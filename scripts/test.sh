@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
-# README command 2: builds and runs every test (C++ through ctest, Python through pytest). GPU tests skip
-# cleanly on machines without a GPU.
+# README command 2: builds and runs every test (C++ through ctest, Python through pytest), prints how many cases
+# ran, passed, failed and were skipped (and why), then the sanitizer + fuzzing step (scripts/test_sanitize.sh;
+# FOVEA_SANITIZE_TESTS=0 leaves it out). GPU tests skip cleanly on machines without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install_deps.sh --test
 ./scripts/build.sh
 status=0
-(cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1
+results="$PWD/build/test-results"
+rm -rf "$results" && mkdir -p "$results"
+(cd build && GTEST_OUTPUT="xml:$results/" ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1
 if ls tests/python/test_*.py >/dev/null 2>&1; then
-  FOVEA_BIN="$PWD/build/fovea" python3 -m pytest -q tests/python || status=1
+  FOVEA_BIN="$PWD/build/fovea" python3 -m pytest -q -rs --junitxml="$results/pytest.xml" tests/python || status=1
+fi
+python3 scripts/test_summary.py "$results" "tests" || true
+if [ "${FOVEA_SANITIZE_TESTS:-1}" != 0 ]; then
+  ./scripts/test_sanitize.sh || status=1
 fi
 exit $status

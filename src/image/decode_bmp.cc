@@ -2,6 +2,7 @@
 // headers, 1/4/8-bit palettes (raw, RLE8, RLE4), 16/24/32-bit raw and bitfields. Every read is bounds
 // checked; a short pixel area is an error, as Pillow's "not enough image data".
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "image/image_internal.h"
@@ -20,7 +21,7 @@ uint16_t le16(const std::string& b, size_t at) {
   return uint16_t(p[0] | p[1] << 8);
 }
 
-enum Compression { kRaw = 0, kRle8 = 1, kRle4 = 2, kBitfields = 3, kAlphaBitfields = 6 };
+enum Compression { kRaw = 0, kRle8 = 1, kRle4 = 2, kBitfields = 3 };
 
 struct BmpInfo {
   int64_t width = 0, height = 0;
@@ -28,6 +29,7 @@ struct BmpInfo {
   int bits = 0;
   uint32_t compression = kRaw;
   uint32_t masks[3] = {0, 0, 0};  // red, green, blue
+  uint32_t alpha_mask = 0;
   std::vector<uint8_t> palette;   // RGB triples
   bool gray_ramp = false;         // Pillow mode "L"/"1": indices are grey levels
   bool two_colors = false;
@@ -44,7 +46,10 @@ BmpInfo read_info(const std::string& b) {
     info.height = int16_t(le16(b, h + 6));
     info.bits = le16(b, h + 10);
   } else {
-    FOVEA_CHECK(header_size >= 40 && header_size <= 124, "BMP: unsupported header size ", header_size);
+    // Pillow knows these Windows/OS2 2.x header sizes and refuses the others.
+    FOVEA_CHECK(header_size == 40 || header_size == 52 || header_size == 56 || header_size == 64 ||
+                    header_size == 108 || header_size == 124,
+                "BMP: unsupported header size ", header_size);
     info.width = int32_t(le32(b, h + 4));
     info.height = int32_t(le32(b, h + 8));
     info.bits = le16(b, h + 14);
@@ -53,15 +58,18 @@ BmpInfo read_info(const std::string& b) {
   info.top_down = info.height < 0;
   info.height = info.height < 0 ? -info.height : info.height;
   FOVEA_CHECK(info.width > 0 && info.height > 0, "BMP: bad size ", info.width, "x", info.height);
-  if (info.compression == kBitfields || info.compression == kAlphaBitfields) {
+  if (info.compression == kBitfields) {
     // Masks follow a 40-byte header, or sit inside a V2+ header at the same place.
     for (int c = 0; c < 3; ++c) info.masks[c] = le32(b, h + 40 + 4 * c);
+    // Pillow reads an alpha mask only from headers that hold one (56 bytes and up).
+    if (header_size >= 56) info.alpha_mask = le32(b, h + 52);
   }
   if (info.bits <= 8) {
     const size_t entry = header_size == 12 ? 3 : 4;
     uint32_t colors = header_size >= 40 ? le32(b, h + 32) : 0;
     if (colors == 0) colors = 1u << info.bits;
-    FOVEA_CHECK(colors <= 65536, "BMP: unsupported palette size ", colors);
+    // Pillow allows up to 65536 in the header but its palettes hold 256 colours: more fails to load there.
+    FOVEA_CHECK(colors <= 256, "BMP: unsupported palette size ", colors, " (more than 256 colours)");
     size_t at = h + header_size;
     // Pillow: when the pixel offset points right after the header, the palette sits in between.
     if (info.pixel_offset == at) info.pixel_offset += entry * colors;
@@ -150,6 +158,27 @@ struct MaskField {
   }
 };
 
+// Pillow decodes only these bitfield layouts (its MASK_MODES) and refuses every other one.
+void check_bitfields_layout(const BmpInfo& info) {
+  const uint32_t r = info.masks[0], g = info.masks[1], b = info.masks[2], a = info.alpha_mask;
+  bool known = false;
+  if (info.bits == 32) {
+    const uint32_t layouts[][4] = {{0xFF0000, 0xFF00, 0xFF, 0},          {0xFF000000, 0xFF0000, 0xFF00, 0},
+                                   {0xFF000000, 0xFF00, 0xFF, 0},        {0xFF000000, 0xFF0000, 0xFF00, 0xFF},
+                                   {0xFF, 0xFF00, 0xFF0000, 0xFF000000}, {0xFF0000, 0xFF00, 0xFF, 0xFF000000},
+                                   {0xFF000000, 0xFF00, 0xFF, 0xFF0000}, {0, 0, 0, 0}};
+    for (const auto& l : layouts) known = known || (r == l[0] && g == l[1] && b == l[2] && a == l[3]);
+  } else if (info.bits == 24) {
+    known = r == 0xFF0000 && g == 0xFF00 && b == 0xFF;
+  } else if (info.bits == 16) {
+    known = (r == 0xF800 && g == 0x7E0 && b == 0x1F) || (r == 0x7C00 && g == 0x3E0 && b == 0x1F);
+  }
+  if (known) return;
+  char masks[64];
+  std::snprintf(masks, sizeof masks, "%x/%x/%x/%x", r, g, b, a);
+  FOVEA_FAIL("BMP: unsupported bitfields layout ", masks, " (R/G/B/A masks) at ", info.bits, " bits");
+}
+
 void lookup(const BmpInfo& info, uint8_t index, uint8_t* px) {
   if (info.gray_ramp) {
     px[0] = px[1] = px[2] = info.two_colors ? (index ? 255 : 0) : index;
@@ -172,9 +201,11 @@ DecodedImage decode_bmp(const std::string& b, const ImageLimits& limits) {
   FOVEA_CHECK(bits == 1 || bits == 4 || bits == 8 || bits == 16 || bits == 24 || bits == 32,
               "BMP: unsupported bit depth ", bits);
   const uint32_t comp = info.compression;
+  // BI_ALPHABITFIELDS (6) is refused as Pillow refuses it.
   FOVEA_CHECK(comp == kRaw || (comp == kRle8 && bits == 8) || (comp == kRle4 && bits == 4) ||
-                  ((comp == kBitfields || comp == kAlphaBitfields) && (bits == 16 || bits == 32)),
+                  (comp == kBitfields && (bits == 16 || bits == 24 || bits == 32)),
               "BMP: unsupported compression ", comp, " at ", bits, " bits");
+  if (comp == kBitfields) check_bitfields_layout(info);
   DecodedImage out;
   out.rgb = make_rgb("BMP", info.width, info.height, limits);
   const size_t w = size_t(info.width), h = size_t(info.height);

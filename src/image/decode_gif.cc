@@ -117,7 +117,7 @@ class FrameWriter {
 };
 
 // LZW over the data sub-blocks that follow the frame header, until the frame is complete.
-void decode_lzw(GifReader& in, const Frame& frame, FrameWriter& out) {
+void decode_lzw(GifReader& in, const Frame& frame, FrameWriter& out, const DecodeClock& clock) {
   constexpr int kMaxBits = 12, kTableSize = 1 << kMaxBits;
   FOVEA_CHECK(frame.min_code_size >= 0 && frame.min_code_size <= kMaxBits, "GIF: bad LZW code size ",
               frame.min_code_size);
@@ -130,7 +130,8 @@ void decode_lzw(GifReader& in, const Frame& frame, FrameWriter& out) {
   uint8_t first_byte = 0;  // first byte of the previous code's string
   uint32_t bit_buffer = 0;
   int bit_count = 0, block_left = 0;
-  while (!out.done()) {
+  for (uint32_t codes = 1; !out.done(); ++codes) {
+    if (codes % 65536 == 0) FOVEA_CHECK(!clock.expired(), "GIF: ", clock.message());
     while (bit_count < code_size) {
       if (block_left == 0) {
         block_left = in.byte();  // a zero-length block is read past, as Pillow does
@@ -187,7 +188,9 @@ void decode_lzw(GifReader& in, const Frame& frame, FrameWriter& out) {
 
 }  // namespace
 
+// Only the first frame is decoded (the reference's convert('RGB') reads frame 0), so later frames cost nothing.
 DecodedImage decode_gif(const std::string& bytes, const ImageLimits& limits) {
+  const DecodeClock clock(limits);
   GifReader in(bytes);
   const uint8_t* signature = in.take(6);
   FOVEA_CHECK(std::memcmp(signature, "GIF87a", 6) == 0 || std::memcmp(signature, "GIF89a", 6) == 0,
@@ -206,7 +209,7 @@ DecodedImage decode_gif(const std::string& bytes, const ImageLimits& limits) {
 
   std::vector<uint8_t> indices(size_t(width) * size_t(height), uint8_t(frame.transparent >= 0 ? frame.transparent : 0));
   FrameWriter writer(indices.data(), width, frame);
-  decode_lzw(in, frame, writer);
+  decode_lzw(in, frame, writer, clock);
 
   DecodedImage out;
   out.rgb = make_rgb("GIF", width, height, limits);

@@ -1,4 +1,6 @@
 // decode_image(): format sniffing, size limits, EXIF orientation, dispatch to the per-format decoders.
+#include <time.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -41,6 +43,23 @@ void check_pixel_limit(const char* format, int64_t width, int64_t height, const 
   const int64_t pixels = width * height;
   FOVEA_CHECK(pixels <= limits.max_pixels, format, ": image is ", width, "x", height, " = ", pixels,
               " pixels, over the limit of ", limits.max_pixels, " pixels (possible decompression bomb)");
+}
+
+namespace {
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+}  // namespace
+
+DecodeClock::DecodeClock(const ImageLimits& limits)
+    : start_(thread_cpu_seconds()), limit_(limits.max_decode_cpu_seconds) {}
+
+bool DecodeClock::expired() const { return thread_cpu_seconds() - start_ > limit_; }
+
+std::string DecodeClock::message() const {
+  return str("decoding took more than ", limit_, " CPU seconds, the limit per image");
 }
 
 RgbImage make_rgb(const char* format, int64_t width, int64_t height, const ImageLimits& limits) {

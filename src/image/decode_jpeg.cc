@@ -35,17 +35,26 @@ void on_emit_message(j_common_ptr cinfo, int level) {
   if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF) err->hit_eof = true;
 }
 
-// Progressive files can carry thousands of tiny scans (a known CPU bomb); libjpeg-turbo's own tools cap
-// them at 500, so do we.
-constexpr int kMaxScans = 500;
+// Progressive files can carry hundreds of scans, each a pass over every coefficient (a known CPU bomb): the
+// scan count and the decode's CPU time are checked from libjpeg's progress hook, which it calls per iMCU row
+// while reading input and per scanline while writing output.
 struct ScanLimit {
   jpeg_progress_mgr base;
+  int max_scans = 0;
+  const DecodeClock* clock = nullptr;
+  int calls = 0;
 };
 void on_progress(j_common_ptr cinfo) {
   auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
-  if (d->is_decompressor && d->input_scan_number > kMaxScans) {
-    auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
-    std::snprintf(err->message, sizeof(err->message), "more than %d progressive scans", kMaxScans);
+  auto* limit = reinterpret_cast<ScanLimit*>(cinfo->progress);
+  auto* err = reinterpret_cast<JpegErrorManager*>(cinfo->err);
+  if (d->is_decompressor && d->input_scan_number > limit->max_scans) {
+    std::snprintf(err->message, sizeof(err->message), "more than %d progressive scans, the limit per image",
+                  limit->max_scans);
+    longjmp(err->jump, 1);
+  }
+  if (++limit->calls % 16 == 0 && limit->clock->expired()) {
+    std::snprintf(err->message, sizeof(err->message), "%s", limit->clock->message().c_str());
     longjmp(err->jump, 1);
   }
 }
@@ -126,8 +135,11 @@ DecodedImage decode_jpeg(const std::string& bytes, const ImageLimits& limits) {
   FOVEA_CHECK(read_header(s, bytes), "JPEG: ", s.err.message);
 
   jpeg_decompress_struct& c = s.cinfo;
+  const DecodeClock clock(limits);
   c.progress = &s.progress.base;
   s.progress.base.progress_monitor = on_progress;
+  s.progress.max_scans = limits.max_jpeg_scans;
+  s.progress.clock = &clock;
   switch (c.num_components) {
     case 1: s.layout = JpegLayout::Gray; c.out_color_space = JCS_GRAYSCALE; break;
     case 3: s.layout = JpegLayout::Rgb; c.out_color_space = JCS_RGB; break;

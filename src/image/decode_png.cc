@@ -43,21 +43,29 @@ struct PngHandles {
   ~PngHandles() { png_destroy_read_struct(&png, info ? &info : nullptr, nullptr); }
 };
 
-bool read_header(PngHandles& h, PngHeader& header) {
+bool read_header(PngHandles& h, PngHeader& header, int* passes) {
   if (setjmp(png_jmpbuf(h.png))) return false;
   png_read_info(h.png, h.info);
   png_get_IHDR(h.png, h.info, &header.width, &header.height, &header.bit_depth, &header.color_type,
                &header.interlace, nullptr, nullptr);
   if (header.bit_depth < 8) png_set_packing(h.png);
-  png_set_interlace_handling(h.png);
+  *passes = png_set_interlace_handling(h.png);
   png_read_update_info(h.png, h.info);
   return true;
 }
 
-bool read_rows(PngHandles& h, std::vector<png_bytep>& rows) {
-  if (setjmp(png_jmpbuf(h.png))) return false;
-  png_read_image(h.png, rows.data());
-  return true;
+enum class RowsRead { Done, Error, OutOfTime };
+
+// Row by row (every interlace pass) so the decode time limit is checked as it goes.
+RowsRead read_rows(PngHandles& h, std::vector<png_bytep>& rows, int passes, const DecodeClock& clock) {
+  if (setjmp(png_jmpbuf(h.png))) return RowsRead::Error;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (size_t y = 0; y < rows.size(); ++y) {
+      if (y % 64 == 0 && clock.expired()) return RowsRead::OutOfTime;
+      png_read_row(h.png, rows[y], nullptr);
+    }
+  }
+  return RowsRead::Done;
 }
 
 // Pillow's unpackers for L;1/L;2/L;4 scale a sample of `bits` bits to 0..255.
@@ -111,6 +119,8 @@ void convert_row(const PngHeader& hd, const uint8_t* in, uint8_t* out, const png
 }  // namespace
 
 DecodedImage decode_png(const std::string& bytes, const ImageLimits& limits) {
+  const DecodeClock clock(limits);
+  check_png_chunks(bytes, limits);
   PngReader reader;
   reader.bytes = &bytes;
   PngHandles h;
@@ -121,11 +131,12 @@ DecodedImage decode_png(const std::string& bytes, const ImageLimits& limits) {
   png_set_read_fn(h.png, &reader, read_from_memory);
   // Ancillary chunks are capped so a file cannot make libpng buffer gigabytes of metadata.
   png_set_chunk_cache_max(h.png, 1000);
-  png_set_chunk_malloc_max(h.png, 64u << 20);
+  png_set_chunk_malloc_max(h.png, png_alloc_size_t(limits.max_png_chunk_bytes));
   png_set_user_limits(h.png, 1u << 30, 1u << 30);
 
   PngHeader hd;
-  FOVEA_CHECK(read_header(h, hd), "PNG: ", reader.message);
+  int passes = 1;
+  FOVEA_CHECK(read_header(h, hd, &passes), "PNG: ", reader.message);
   DecodedImage out;
   out.rgb = make_rgb("PNG", hd.width, hd.height, limits);
 
@@ -133,7 +144,9 @@ DecodedImage decode_png(const std::string& bytes, const ImageLimits& limits) {
   std::vector<uint8_t> raw(row_bytes * hd.height);
   std::vector<png_bytep> rows(hd.height);
   for (png_uint_32 y = 0; y < hd.height; ++y) rows[y] = raw.data() + y * row_bytes;
-  FOVEA_CHECK(read_rows(h, rows), "PNG: ", reader.message);
+  const RowsRead status = read_rows(h, rows, passes, clock);
+  FOVEA_CHECK(status != RowsRead::OutOfTime, "PNG: ", clock.message());
+  FOVEA_CHECK(status == RowsRead::Done, "PNG: ", reader.message);
 
   png_colorp palette = nullptr;
   int palette_size = 0;

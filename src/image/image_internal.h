@@ -26,6 +26,22 @@ DecodedImage decode_webp(const std::string& bytes, const ImageLimits& limits);
 DecodedImage decode_bmp(const std::string& bytes, const ImageLimits& limits);
 DecodedImage decode_gif(const std::string& bytes, const ImageLimits& limits);
 
+// Walks a PNG's chunks before libpng sees them and refuses what Pillow refuses (png_chunks.cc): truncated
+// chunks, bad CRCs before the image data, unknown compression methods, zTXt/iTXt/iCCP that inflate past
+// limits.max_png_text_bytes, APNG frame-sequence errors, and chunks over limits.max_png_chunk_bytes.
+void check_png_chunks(const std::string& bytes, const ImageLimits& limits);
+
+// The decoding thread's CPU time since construction against limits.max_decode_cpu_seconds.
+class DecodeClock {
+ public:
+  explicit DecodeClock(const ImageLimits& limits);
+  bool expired() const;
+  std::string message() const;  // "decoding took more than N CPU seconds, the limit per image"
+
+ private:
+  double start_ = 0, limit_ = 0;
+};
+
 // Throws "<format>: image is W×H = N pixels, over the limit of M pixels" when the size is not allowed.
 void check_pixel_limit(const char* format, int64_t width, int64_t height, const ImageLimits& limits);
 

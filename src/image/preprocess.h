@@ -11,9 +11,17 @@ namespace fovea {
 
 class ThreadPool;
 
+// Every limit on one image's decode (docs/design.md lists them); each is named in the error it raises.
 struct ImageLimits {
   int64_t max_pixels = 89478485;          // Pillow's decompression-bomb threshold (warning level)
   int64_t max_bytes = 64ll * 1024 * 1024;  // encoded file size
+  // Progressive JPEG scans: each one re-reads every coefficient (400 scans of 8000x8000 cost 12.7 CPU-s).
+  // Encoders write about 10; libjpeg-turbo's tools allow 500.
+  int max_jpeg_scans = 100;
+  // CPU time of the decoding thread, checked while JPEG/PNG/GIF rows are decoded.
+  double max_decode_cpu_seconds = 8.0;
+  int64_t max_png_chunk_bytes = 16ll << 20;  // any PNG chunk but IDAT/fdAT (ICC, EXIF, text, ...)
+  int64_t max_png_text_bytes = 1 << 20;      // one zTXt/iTXt/iCCP inflated: Pillow's MAX_TEXT_CHUNK
 };
 
 struct PreprocessOptions {

@@ -1,5 +1,8 @@
 #include "model/config_json.h"
 
+#include <climits>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace fovea {
@@ -18,6 +21,10 @@ int JsonSection::get_int(const char* key, int fallback) const {
   if (!has(key)) return fallback;
   const auto& v = json[key];
   FOVEA_CHECK(v.is_number_integer(), where, ".", key, " must be an integer, got ", v.dump());
+  // nlohmann's get<int>() narrows silently (4294967360 would read as 64): check the range first.
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT_MAX)
+                                           : v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
+  FOVEA_CHECK(fits, where, ".", key, " = ", v.dump(), " is out of range (at most ", INT_MAX, ")");
   return v.get<int>();
 }
 
@@ -26,6 +33,12 @@ double JsonSection::get_double(const char* key, double fallback) const {
   const auto& v = json[key];
   FOVEA_CHECK(v.is_number(), where, ".", key, " must be a number, got ", v.dump());
   return v.get<double>();
+}
+
+double JsonSection::get_positive(const char* key, double fallback) const {
+  const double v = get_double(key, fallback);
+  FOVEA_CHECK(std::isfinite(v) && v > 0, where, ".", key, " must be a positive number, got ", v);
+  return v;
 }
 
 bool JsonSection::get_bool(const char* key, bool fallback) const {

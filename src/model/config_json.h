@@ -13,8 +13,9 @@ struct JsonSection {
   bool has(const char* key) const { return json.contains(key) && !json[key].is_null(); }
   JsonSection child(const char* key) const;  // throws if absent or not an object
   int get_int(const char* key) const;        // throws if absent or not an integer
-  int get_int(const char* key, int fallback) const;
+  int get_int(const char* key, int fallback) const;  // throws outside int's range
   double get_double(const char* key, double fallback) const;
+  double get_positive(const char* key, double fallback) const;  // throws unless finite and > 0
   bool get_bool(const char* key, bool fallback) const;
   std::string get_string(const char* key, const std::string& fallback) const;
   // image_size / patch_size may be a number or a square [h, w] pair.

@@ -1,6 +1,7 @@
 // load_model: config -> ModelDesc, safetensors -> canonical host tensors (zero-copy where no layout change).
 #include "model/model_desc.h"
 #include "model/safetensors.h"
+#include "model/weight_check.h"
 #include "model/weight_map.h"
 
 namespace fovea {
@@ -23,6 +24,7 @@ LoadedModel load_model(const std::string& dir, const LoadOptions& options) {
   // A checkpoint that stores lm_head is not tied, whatever the flags say; the runtime reads this field.
   model.desc.llm.tie_embeddings = model.weights.get("llm.lm_head").data == model.weights.get("llm.embed").data;
   model.weights.keep_alive = set.keep_alive();
+  check_weights_finite(model.weights, dir);
   return model;
 }
 

@@ -48,11 +48,13 @@ void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
   l->head_dim = s.get_int("head_dim", l->heads > 0 ? l->hidden / l->heads : 0);
   l->ffn = s.get_int("intermediate_size");
   l->vocab = s.get_int("vocab_size");
-  l->rms_eps = float(s.get_double("rms_norm_eps", 1e-6));
-  double theta = s.get_double("rope_theta", 10000.0);
-  if (s.has("rope_parameters")) theta = s.child("rope_parameters").get_double("rope_theta", theta);
+  // A zero or negative epsilon / rope base loads and then answers NaN logits (token 0): refuse them here.
+  l->rms_eps = float(s.get_positive("rms_norm_eps", 1e-6));
+  double theta = s.get_positive("rope_theta", 10000.0);
+  if (s.has("rope_parameters")) theta = s.child("rope_parameters").get_positive("rope_theta", theta);
   l->rope_theta = float(theta);
   l->max_position = s.get_int("max_position_embeddings", 32768);
+  FOVEA_CHECK(l->max_position > 0, s.where, ".max_position_embeddings must be positive, got ", l->max_position);
   const std::string act = s.get_string("hidden_act", "silu");
   FOVEA_CHECK(act == "silu", s.where, ".hidden_act '", act, "' is not supported (silu only)");
   FOVEA_CHECK(!s.get_bool("use_sliding_window", false), s.where, ".use_sliding_window true is not supported");
@@ -76,7 +78,7 @@ void read_vision_shape(const JsonSection& vis, VisionConfig* v) {
   v->mlp = vis.get_int("intermediate_size");
   v->image_size = vis.get_square("image_size", 448);
   v->patch_size = vis.get_square("patch_size", 14);
-  v->norm_eps = float(vis.get_double("layer_norm_eps", 1e-6));
+  v->norm_eps = float(vis.get_positive("layer_norm_eps", 1e-6));
   const std::string norm = vis.get_string("norm_type", "layer_norm");
   FOVEA_CHECK(norm == "layer_norm", vis.where, ".norm_type '", norm, "' is not supported (layer_norm only)");
 }
@@ -219,6 +221,9 @@ ModelDesc load_model_desc(const std::string& dir) {
               d.vision.downsample_ratio, " is not supported (only 0.5)");
   FOVEA_CHECK(d.min_dynamic_tiles >= 1 && d.max_dynamic_tiles >= d.min_dynamic_tiles, path.string(),
               ": bad dynamic tile range [", d.min_dynamic_tiles, ", ", d.max_dynamic_tiles, "]");
+  // The ViT workspace is sized for max_dynamic_patch + 1 tiles: 2^31-1 overflowed, 100000 asked for 60 GB.
+  FOVEA_CHECK(d.max_dynamic_tiles <= kMaxDynamicTiles, path.string(), ": max_dynamic_patch / max_patches ",
+              d.max_dynamic_tiles, " is over the limit of ", kMaxDynamicTiles, " tiles");
   d.quantization = read_checkpoint_quantization(root);
   resolve_special_tokens(dir, &d);
   return d;

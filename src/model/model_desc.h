@@ -70,12 +70,15 @@ struct W4Loading {
   std::vector<std::string> dequantized;  // "<canonical linear>: <why>" for those that could not stay packed
 };
 
+// The most tiles per image a config may ask for (InternVL checkpoints use 6 to 40).
+inline constexpr int kMaxDynamicTiles = 64;
+
 struct ModelDesc {
   CheckpointFormat format = CheckpointFormat::InternVLChat;
   VisionConfig vision;
   LlmConfig llm;
   ChatTemplateKind chat_template = ChatTemplateKind::InternLM2Chat;
-  int max_dynamic_tiles = 12;  // config's max_dynamic_patch
+  int max_dynamic_tiles = 12;  // config's max_dynamic_patch, at most kMaxDynamicTiles
   int min_dynamic_tiles = 1;
   bool use_thumbnail = true;
   int image_token_id = 92546;  // <IMG_CONTEXT>

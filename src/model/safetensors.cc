@@ -171,6 +171,12 @@ SafetensorsSet::SafetensorsSet(const std::string& dir) : dir_(dir) {
     for (const auto& [name, shard] : json["weight_map"].items()) {
       FOVEA_CHECK(shard.is_string(), index.string(), ": weight_map entry for ", name, " is not a file name");
       wanted[name] = shard.get<std::string>();
+      // Shards live in the model directory: an absolute path or a ".." step would read files outside it.
+      const fs::path rel(wanted[name]);
+      const bool inside = !rel.empty() && rel.is_relative() && !rel.has_root_name() &&
+                          std::none_of(rel.begin(), rel.end(), [](const fs::path& part) { return part == ".."; });
+      FOVEA_CHECK(inside, index.string(), ": shard '", wanted[name], "' of tensor ", name,
+                  " is not a file inside the model directory");
     }
     std::vector<std::string> shards;
     for (const auto& [name, shard] : wanted)

@@ -93,6 +93,36 @@ TEST(ModelConfig, RejectsBadJsonAndMissingFields) {
   expect_rejected("qwen2/hf", "\"hidden_size\": 80", "\"hidden_sizes\": 80", "hidden_size");
 }
 
+// Issue 19: values above INT_MAX used to be narrowed silently (4294967360 read as 64 and the model answered).
+TEST(ModelConfig, RejectsIntegersOutsideIntRange) {
+  expect_rejected("internlm2/original", "\"hidden_size\": 72", "\"hidden_size\": 4294967368", "hidden_size");
+  expect_rejected("internlm2/original", "\"vocab_size\": 310", "\"vocab_size\": 4294967606", "vocab_size");
+  expect_rejected("internlm2/original", "\"vocab_size\": 310", "\"vocab_size\": -4294966986", "out of range");
+}
+
+// max_dynamic_patch sizes the ViT workspace: 2^31-1 overflowed (engine_load.cc, UBSan), 100000 asked for 60 GB.
+TEST(ModelConfig, RejectsHugeMaxDynamicPatch) {
+  expect_rejected("internlm2/original", "\"max_dynamic_patch\": 12", "\"max_dynamic_patch\": 2147483647",
+                  "max_dynamic_patch");
+  expect_rejected("internlm2/original", "\"max_dynamic_patch\": 12", "\"max_dynamic_patch\": 100000",
+                  "over the limit");
+  EXPECT_EQ(desc_error("internlm2/original", "\"max_dynamic_patch\": 12",
+                       "\"max_dynamic_patch\": " + std::to_string(kMaxDynamicTiles)), "");
+}
+
+// Each used to load (or fail later with "bad workspace sizes") and answer token 0 from NaN logits.
+TEST(ModelConfig, RejectsNonPositiveEpsilonsRopeAndPositions) {
+  expect_rejected("internlm2/original", "\"max_position_embeddings\": 32768", "\"max_position_embeddings\": 0",
+                  "max_position_embeddings");
+  expect_rejected("qwen2/hf", "\"max_position_embeddings\": 32768", "\"max_position_embeddings\": -1",
+                  "max_position_embeddings");
+  expect_rejected("internlm2/original", "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1e-05", "rms_norm_eps");
+  expect_rejected("internlm2/original", "\"rope_theta\": 1000000.0", "\"rope_theta\": 0", "rope_theta");
+  expect_rejected("qwen2/hf", "\"rope_theta\": 1000000.0", "\"rope_theta\": -10000.0", "rope_theta");
+  expect_rejected("internlm2/original", "\"layer_norm_eps\": 1e-06", "\"layer_norm_eps\": -1e-06",
+                  "vision_config.layer_norm_eps");
+}
+
 TEST(ModelConfig, SpecialTokensOutsideVocabAreRejected) {
   // With vocab 300 the InternLM2 ids (302, 303, 304) from tokenizer_config.json fall outside.
   const std::string message = desc_error("internlm2/original", "\"vocab_size\": 310", "\"vocab_size\": 300");

@@ -10,6 +10,7 @@
 #include "model/demo_model.h"
 #include "model/model_desc.h"
 #include "model/safetensors.h"
+#include "model/weight_check.h"
 #include "model/weight_map.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -208,6 +209,60 @@ TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
   EXPECT_NE(message.find("vision_model.encoder.layers.0.mlp.fc1.weight"), std::string::npos) << message;
   EXPECT_NE(message.find(dir.file("model.safetensors")), std::string::npos) << message;
   EXPECT_NE(message.find("[50, 96]"), std::string::npos) << message;
+}
+
+// Issue 19: a checkpoint with NaN weights loaded and answered token 0 without an error.
+TEST(BadCheckpoint, NonFiniteWeightsAreRefusedByName) {
+  ScratchDir dir("nan");
+  const std::string victim = "language_model.model.layers.1.feed_forward.w2.weight";
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [&](auto& tensors) {
+    for (auto& t : tensors) {
+      if (t.name != victim) continue;
+      Tensor copy = Tensor::host(t.tensor.dtype, t.tensor.shape);
+      std::memcpy(copy.data, t.tensor.data, t.tensor.nbytes());
+      // All-ones bytes are a NaN in every float dtype; put it in the middle, where a sampled check could miss it.
+      std::memset(static_cast<char*>(copy.data) + copy.nbytes() / 2, 0xff, dtype_size(copy.dtype));
+      t.tensor = copy;
+    }
+  });
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("NaN or infinite"), std::string::npos) << message;
+}
+
+TEST(WeightCheck, CountsNanAndInfinityInEveryFloatDtype) {
+  struct Case { DType dtype; std::vector<uint8_t> bytes; int64_t bad; };
+  const std::vector<Case> cases = {
+      {DType::F32, {0, 0, 0x80, 0x7f, 0, 0, 0xc0, 0xff, 0xff, 0xff, 0x7f, 0x7f}, 2},  // +inf, -nan, max finite
+      {DType::BF16, {0x80, 0x7f, 0x7f, 0x7f, 0xc1, 0xff}, 2},                           // +inf, max, -nan
+      {DType::F16, {0x00, 0x7c, 0xff, 0x7b, 0x01, 0xfe}, 2},                           // +inf, max, -nan
+      {DType::F8E4M3, {0x7f, 0x7e, 0xff, 0x00}, 2},                                    // nan, 448, -nan, 0
+  };
+  for (const Case& c : cases) {
+    Tensor t = Tensor::host(c.dtype, {int64_t(c.bytes.size() / dtype_size(c.dtype))});
+    std::memcpy(t.data, c.bytes.data(), c.bytes.size());
+    EXPECT_EQ(count_non_finite(t), c.bad) << dtype_name(c.dtype);
+  }
+}
+
+// Issue 19: shard names with "../" in model.safetensors.index.json were followed outside the model directory.
+TEST(BadCheckpoint, ShardPathsOutsideTheModelDirectoryAreRefused) {
+  ScratchDir dir("escape");
+  const std::string src = golden_dir() + "/internlm2/original";
+  const std::filesystem::path model = dir.path() / "model";
+  std::filesystem::create_directories(model);
+  test::copy_checkpoint(src, model.string(), [](std::vector<NamedTensor>&) {});
+  // The weights sit one level up; the index points at them with "../" (and, separately, an absolute path).
+  std::filesystem::rename(model / "model.safetensors", dir.path() / "outside.safetensors");
+  const SafetensorsFile all(dir.file("outside.safetensors"));
+  for (const std::string& shard :
+       std::vector<std::string>{"../outside.safetensors", (dir.path() / "outside.safetensors").string()}) {
+    std::string weight_map;
+    for (const auto& name : all.names())
+      weight_map += (weight_map.empty() ? "" : ",") + std::string("\"") + name + "\":\"" + shard + "\"";
+    test::write_bytes((model / "model.safetensors.index.json").string(), "{\"weight_map\":{" + weight_map + "}}");
+    const std::string message = error_of([&] { load_model(model.string()); });
+    EXPECT_NE(message.find("not a file inside the model directory"), std::string::npos) << message;
+  }
 }
 
 TEST(BadCheckpoint, UntiedModelWithoutLmHead) {

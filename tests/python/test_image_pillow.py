@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "image"))
 import pillow_reference as ref  # noqa: E402
 
-SHARED = os.path.join(ROOT, "..", "shared", "data")
+SHARED = os.environ.get("FOVEA_SHARED_DATA", os.path.join(ROOT, "..", "shared", "data"))
 PHOTOS = os.path.join(SHARED, "photos")
 IMAGES = os.path.join(SHARED, "images")
 FOVEA = os.environ.get("FOVEA_BIN", os.path.join(ROOT, "build", "fovea"))
@@ -37,21 +37,47 @@ needs_photos = pytest.mark.skipif(not os.path.isdir(PHOTOS), reason="no ../share
 needs_images = pytest.mark.skipif(not os.path.isdir(IMAGES), reason="no ../shared/data/images")
 
 
+def corpus_paths():
+    for root, _, files in os.walk(IMAGES):
+        for name in sorted(files):
+            yield os.path.join(root, name)
+
+
 def pillow_decodable():
     """(path, rgb ndarray) for every corpus file Pillow opens in a supported format and converts."""
     warnings.simplefilter("ignore")
     out = []
-    for root, _, files in os.walk(IMAGES):
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            try:
-                with Image.open(path) as im:
-                    if im.format not in SUPPORTED:
-                        continue
-                    rgb = im.convert("RGB")
-            except Exception:  # Pillow refuses it: Fovea may decode or refuse, the robustness test covers it
+    for path in corpus_paths():
+        try:
+            with Image.open(path) as im:
+                if im.format not in SUPPORTED:
+                    continue
+                rgb = im.convert("RGB")
+        except Exception:  # Pillow refuses it: test_corpus_refused_like_pillow covers it
+            continue
+        out.append((path, rgb))
+    return out
+
+
+def sniffed_supported(data):
+    """The formats Fovea's sniffer sends to a decoder (src/image/decode_image.cc)."""
+    return (data[:3] == b"\xff\xd8\xff" or data[:8] == b"\x89PNG\r\n\x1a\n" or data[:2] == b"BM" or
+            data[:6] in (b"GIF87a", b"GIF89a") or (data[:4] == b"RIFF" and data[8:12] == b"WEBP"))
+
+
+def pillow_refused():
+    """Corpus files in a format Fovea decodes that Pillow refuses to open or convert."""
+    warnings.simplefilter("ignore")
+    out = []
+    for path in corpus_paths():
+        with open(path, "rb") as f:
+            if not sniffed_supported(f.read(16)):
                 continue
-            out.append((path, rgb))
+        try:
+            with Image.open(path) as im:
+                im.convert("RGB")
+        except Exception:
+            out.append(path)
     return out
 
 
@@ -167,6 +193,23 @@ def test_corpus_decode_bit_exact(tmp_path):
         if ours.shape != expected.shape or not np.array_equal(ours, expected):
             mismatches.append(f"{name}: differs from Pillow")
     assert not mismatches, "\n".join(mismatches[:20])
+
+
+@needs_tool
+@needs_images
+def test_corpus_refused_like_pillow(tmp_path):
+    """Issue 19: what Pillow refuses (BMP header/bitfield/palette variants, PNG text bombs, unknown compression
+    methods, APNG sequence errors, truncated chunks) Fovea refuses too, with a one-line error."""
+    refused = pillow_refused()
+    assert len(refused) >= 25
+    accepted = []
+    for path in refused:
+        proc = subprocess.run([TOOL, "decode", path, str(tmp_path / "d.raw")], capture_output=True, text=True)
+        if proc.returncode == 0:
+            accepted.append(os.path.relpath(path, IMAGES))
+        else:
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not accepted, f"Pillow refuses, Fovea accepts: {accepted}"
 
 
 def checksums(tiles_u8):

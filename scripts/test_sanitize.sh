@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# CI's sanitizer step (scripts/test.sh calls it): a clang CPU build with ASan + UBSan (build-sanitize/, only the
+# targets needed) runs the engine, server, batch-job, model and tokenizer tests, then every libFuzzer target for
+# FOVEA_FUZZ_SECONDS (default 15) on its committed seeds, two at a time. Exits non-zero on any test failure,
+# sanitizer report or fuzzer crash (the crashing input is kept in build-sanitize/fuzz-artifacts/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
+seconds=${FOVEA_FUZZ_SECONDS:-15}
+tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_jobs
+       test_model_load test_safetensors test_tokenizer test_byte_level_bpe)
+mapfile -t fuzzers < <(ls tests/fuzz/corpus)
+start=$(date +%s)
+./scripts/build_sanitize.sh "${tests[@]}" "${fuzzers[@]}"
+echo "sanitize: build took $(( $(date +%s) - start )) s"
+status=0
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+rm -rf "$dir/test-results" && mkdir -p "$dir/test-results"
+regex="^($(IFS='|'; echo "${tests[*]}"))\$"
+(cd "$dir" && GTEST_OUTPUT="xml:$PWD/test-results/" ctest --output-on-failure -j "$(nproc)" --timeout 1200 \
+  -R "$regex") || status=1
+python3 scripts/test_summary.py "$dir/test-results" "sanitizer tests (ASan + UBSan)" || true
+echo "sanitize: tests done at $(( $(date +%s) - start )) s"
+
+# Each fuzzer briefly; a summary line each (executions, coverage edges, result).
+mkdir -p "$dir/fuzz-logs"
+run_one() {
+  local target=$1 log="$dir/fuzz-logs/$1.log"
+  if FOVEA_SANITIZE_DIR=$dir ./scripts/fuzz.sh "$target" "$seconds" >"$log" 2>&1; then result=ok; else result=FAILED; fi
+  local execs cov
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")
+  printf '  %-22s %-6s %10s execs %6s edges\n' "$target" "$result" "$execs" "$cov"
+  if [ "$result" = FAILED ]; then tail -40 "$log" | sed 's/^/    /'; return 1; fi
+}
+export -f run_one
+export dir seconds
+echo "fuzzers, ${seconds} s each under ASan + UBSan:"
+printf '%s\n' "${fuzzers[@]}" | xargs -P 2 -I{} bash -c 'run_one {}' || status=1
+echo "sanitize: all done in $(( $(date +%s) - start )) s"
+exit $status

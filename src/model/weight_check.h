@@ -1,0 +1,15 @@
+// Load-time check that the float weights hold no NaN or infinity: such a checkpoint otherwise loads and answers
+// token 0 for every request without any error.
+#pragma once
+#include "model/model_desc.h"
+
+namespace fovea {
+
+// Scans every element of every F32/F16/BF16/F8E4M3 tensor (a full check, not a sample: it is one read of the
+// weights at memory speed, spread over the global thread pool). Throws naming the first bad tensor found.
+void check_weights_finite(const ModelWeights& weights, const std::string& model_dir);
+
+// Number of non-finite elements in one tensor (0 for integer dtypes); exposed for tests.
+int64_t count_non_finite(const Tensor& tensor);
+
+}  // namespace fovea
