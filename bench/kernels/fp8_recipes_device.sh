@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device call (~6 minutes) for the FP8 scaling recipes (backend/fp8_recipe.h; built nothing here: the sm_90a
+# binaries from .carry/bin, as bench/gpu/prepare_carry.sh makes them with FOVEA_STATIC; carry .carry):
+#   1. test_ops' FP8 cases (CUDA linear_fp8_scaled against the CPU reference: per tensor, per channel x per token,
+#      128-blocks; cuBLASLt's SCALAR / OUTER_VEC / VEC128 x BLK128x128 scale modes), raw gtest XML kept;
+#   2. OpsPerf's `llm fp8` rows for each recipe (FP8 GEMM + activation quantization at M = 8192) beside bf16;
+#   3. fovea bench, listing-photo workload, official tiling, 96 requests: --quantization fp8-tensor, fp8-channel
+#      (the default, `fp8`) and fp8-block: QPM, the FP8 FLOP floor of the same call (its GEMM peak), the ratio.
+# FP8_BENCH="..." picks other --quantization values for step 3 (e.g. "none fp8-channel").
+set -uo pipefail
+source "$(dirname "$0")/device_common.sh"
+device_dirs fp8_recipes
+start_model_and_workload
+timeout 120 "$BIN/test_ops" --gtest_filter='OpsTest.LinearFp8*:CpuFp8.*' --gtest_output="xml:$out/test_ops_fp8.xml" \
+  > "$logs/test_ops_fp8.log" 2>&1
+echo "test_ops fp8 rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$logs/test_ops_fp8.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED  \]|Failure|exception|cuBLASLt|normalised" "$logs/test_ops_fp8.log" | grep -v ", where" | head -16
+FOVEA_OPS_PERF=1 timeout 150 "$BIN/test_ops" --gtest_filter='OpsPerf.*' > "$logs/perf.log" 2>&1
+echo "perf rc=$?"
+grep -E "llm (fp8 )?(tensor |channel |block )?(wqkv|w13|w2)" "$logs/perf.log"
+wait $prep
+for q in ${FP8_BENCH:-fp8-tensor fp8-channel fp8-block}; do
+  timeout 110 "$BIN/fovea" bench --model "$WORK/model" --images "$WORK/images" --backend cuda --count 96 \
+    --gemm-seconds 0.5 --quantization $q --json "$logs/bench_$q.json" > "$logs/bench_$q.log" 2>&1
+  echo "bench $q rc=$? $(python3 -c "import json; d=json.load(open('$logs/bench_$q.json')); s=d['stages']; print('%.1f QPM, floor %.1f QPM (%.3f), gemm peak %.0f TFLOP/s, llm %.1f ms/req' % (d['qpm'], d['flop_floor_qpm'], d['fraction_of_floor'], d['gemm_peak']['tflops'], s['llm']['ms_per_request']))" 2>/dev/null)"
+  grep -m2 -i "error" "$logs/bench_$q.log"
+done
+tar czf "$out/logs.tar.gz" -C "$out" logs && rm -rf "$logs"
