@@ -90,8 +90,15 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
     launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, stream_);
     x_scale = scales;
   }
-  fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), x_scale, static_cast<const float*>(w_scale.data),
-                 bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n), int(k), epilogue, scaling);
+  const auto* codes = static_cast<const uint8_t*>(w8.data);
+  const auto* w_scales = static_cast<const float*>(w_scale.data);
+  const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
+  if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, mbf(y), int(m), int(n), int(k), epilogue,
+                      scaling)) {  // no fused epilogue with these scale modes: the GEMM, then the epilogue
+    fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, mbf(y), int(m), int(n), int(k), GemmEpilogue::None,
+                   scaling);
+    launch_fp8_epilogue(mbf(y), bias_ptr, m, n, act == Activation::Gelu, stream_);
+  }
 }
 
 // W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the

@@ -100,14 +100,28 @@ cublasStatus_t LtFp8Gemm::launch(const LtPlan& plan, const Operands& o, const cu
                         &algo, workspace_, workspace_bytes_, stream_);
 }
 
-void LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
+bool LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
                     const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue,
                     Fp8Scaling scaling) {
-  if (m == 0 || n == 0) return;
+  if (m == 0 || n == 0) return true;
   const Operands o{x8, w8, x_scale, w_scale, bias, y, m, n, k, epilogue, scaling};
+  const auto key = std::make_tuple(m, n, k, int(epilogue), int(scaling));
+  if (refused_.count(key)) return false;
+  // A vector-scaled GEMM with a fused epilogue may have no algorithm: fall back rather than fail (the plain one
+  // then must work, and its own failure is the error reported).
+  const bool may_refuse = scaling != Fp8Scaling::Tensor && epilogue != GemmEpilogue::None;
+  if (may_refuse && !plans_.count(key)) {
+    try {
+      plan_for(o);
+    } catch (const Error&) {
+      refused_.insert(key);
+      return false;
+    }
+  }
   LtPlan& plan = plan_for(o);
   set_pointers(plan, o);
   FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
+  return true;
 }
 
 }  // namespace fovea::cuda

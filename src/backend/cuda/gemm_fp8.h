@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "backend/cuda/gemm_lt.h"
@@ -31,7 +32,10 @@ class LtFp8Gemm {
   // epilogue: None, Bias, Gelu or BiasGelu (bias non-null exactly for the Bias ones). x_scale / w_scale: one
   // float each (Tensor), M / N floats (Channel), or ceil(K/128) x M group-major / the weight's block scales
   // (Block).
-  void run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
+  // Returns false, having written nothing, when cuBLASLt has no algorithm for this epilogue under these scale
+  // modes (whether its vector-scaled kernels fuse bias / GELU is not documented); the caller then runs the GEMM
+  // without the epilogue and applies it itself. The refusal is remembered per shape.
+  bool run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
            const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue,
            Fp8Scaling scaling = Fp8Scaling::Tensor);
 
@@ -53,7 +57,9 @@ class LtFp8Gemm {
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
-  std::map<std::tuple<int, int, int, int, int>, LtPlan> plans_;
+  using Key = std::tuple<int, int, int, int, int>;  // m, n, k, epilogue, scaling
+  std::map<Key, LtPlan> plans_;
+  std::set<Key> refused_;  // fused epilogues cuBLASLt had no algorithm for (vector scales only)
 };
 
 }  // namespace fovea::cuda

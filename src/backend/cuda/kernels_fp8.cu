@@ -38,7 +38,7 @@ __global__ void quantize_kernel(const bf16* x, int64_t n, uint8_t* xq, float* st
 __global__ void quantize_groups_kernel(const bf16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
                                        float* scales) {
   const int64_t r = blockIdx.x, g = blockIdx.y;
-  const int64_t c0 = g * group, c1 = min(cols, c0 + group);
+  const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
   const bf16* row = x + r * cols;
   float m = 0.f;
   for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(row[c])));
@@ -56,7 +56,24 @@ __global__ void quantize_groups_kernel(const bf16* x, int64_t rows, int64_t cols
     out[c] = __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(row[c]), scale), __NV_SATFINITE, __NV_E4M3);
 }
 
+// The bias add in float and one bf16 rounding, as cuBLASLt's epilogue does.
+__global__ void epilogue_kernel(bf16* y, const bf16* bias, int64_t n, int64_t cols, bool gelu) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = __bfloat162float(y[i]) + (bias ? __bfloat162float(bias[i % cols]) : 0.f);
+    if (gelu) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    y[i] = __float2bfloat16(v);
+  }
+}
+
 }  // namespace
+
+void launch_fp8_epilogue(bf16* y, const bf16* bias, int64_t rows, int64_t cols, bool gelu, cudaStream_t stream) {
+  const int64_t n = rows * cols;
+  if (n == 0) return;
+  const int blocks = int(std::min<int64_t>(blocks_for(n, kFp8Threads), 4096));
+  epilogue_kernel<<<blocks, kFp8Threads, 0, stream>>>(y, bias, n, cols, gelu);
+  FOVEA_CUDA_CHECK_LAUNCH();
+}
 
 void launch_quantize_fp8_groups(const bf16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq, float* scales,
                                 cudaStream_t stream) {

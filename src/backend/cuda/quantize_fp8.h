@@ -14,5 +14,9 @@ namespace fovea::cuda {
 // B operand. xq = e4m3(x / scale), saturating.
 void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
                                 float* scales, cudaStream_t stream);
+// y[r, c] = act(y[r, c] + bias[c]) in place (bias may be null; act: GELU (erf) when gelu): the epilogue of an FP8
+// GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run returned false).
+void launch_fp8_epilogue(__nv_bfloat16* y, const __nv_bfloat16* bias, int64_t rows, int64_t cols, bool gelu,
+                         cudaStream_t stream);
 
 }  // namespace fovea::cuda
