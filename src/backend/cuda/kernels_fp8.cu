@@ -1,7 +1,7 @@
 // Dynamic FP8 (E4M3) quantization of a bf16 activation for linear_fp8_scaled. Per tensor: stats[0] = max|x| over
 // the whole tensor, stats[kFp8ScaleSlot] = the scale max|x| / 448 (1 when x is all zeros), xq = e4m3(x / scale) rounded to
 // nearest even and saturated at +-448 — the CPU reference's arithmetic (an IEEE division, no reciprocal). Per
-// token or per 1x128 block: the same arithmetic per group (quantize_groups_kernel).
+// token or per 1x128 block: the same arithmetic per group (quantize_rows_kernel, quantize_blocks_kernel).
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -32,28 +32,72 @@ __global__ void quantize_kernel(const bf16* x, int64_t n, uint8_t* xq, float* st
     xq[i] = __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(x[i]), scale), __NV_SATFINITE, __NV_E4M3);
 }
 
-// One block per (row, group): the group's max|x| (warp shuffles, then one value per warp in shared memory), its
-// scale, then the codes. The arithmetic is the per-tensor kernel's, so a group's codes equal what
-// quantize_e4m3_blocks gives on the host.
-__global__ void quantize_groups_kernel(const bf16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
-                                       float* scales) {
-  const int64_t r = blockIdx.x, g = blockIdx.y;
-  const int64_t c0 = g * group, c1 = c0 + group < cols ? c0 + group : cols;
-  const bf16* row = x + r * cols;
-  float m = 0.f;
-  for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(row[c])));
+// The per-token and per-block kernels read 4 bf16 (8 bytes) and write 4 codes (4 bytes) at a time: K is a
+// multiple of 16 and a group starts at a multiple of 128, so a 4-element chunk never straddles a group or a row.
+// Their arithmetic is the per-tensor kernel's, so a group's scale and codes equal quantize_e4m3_blocks' on the
+// host.
+__device__ __forceinline__ void load4(const bf16* p, float v[4]) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(p);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  v[0] = lo.x, v[1] = lo.y, v[2] = hi.x, v[3] = hi.y;
+}
+
+__device__ __forceinline__ float absmax4(const float v[4]) {
+  return fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+}
+
+__device__ __forceinline__ void store_codes4(uint8_t* out, const float v[4], float scale) {
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    packed |= uint32_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[i], scale), __NV_SATFINITE, __NV_E4M3)) << (8 * i);
+  *reinterpret_cast<uint32_t*>(out) = packed;
+}
+
+__device__ __forceinline__ float warp_max(float m) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warp_max[kFp8Threads / 32];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
+  return m;
+}
+
+__device__ __forceinline__ float scale_of(float absmax) { return absmax > 0.f ? __fdiv_rn(absmax, 448.f) : 1.f; }
+
+// Per token: one block of kFp8Threads per row; max|x| over the row (warps, then shared memory), then the codes.
+__global__ void quantize_rows_kernel(const bf16* x, int64_t cols, uint8_t* xq, float* scales) {
+  const int64_t r = blockIdx.x;
+  const bf16* row = x + r * cols;
+  float m = 0.f, v[4];
+  for (int64_t c = 4 * int64_t(threadIdx.x); c < cols; c += 4 * int64_t(blockDim.x)) {
+    load4(row + c, v);
+    m = fmaxf(m, absmax4(v));
+  }
+  m = warp_max(m);
+  __shared__ float partial[kFp8Threads / 32];
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = m;
   __syncthreads();
   float absmax = 0.f;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) absmax = fmaxf(absmax, warp_max[w]);
-  const float scale = absmax > 0.f ? __fdiv_rn(absmax, 448.f) : 1.f;
-  if (threadIdx.x == 0) scales[g * rows + r] = scale;
-  uint8_t* out = xq + r * cols;
-  for (int64_t c = c0 + threadIdx.x; c < c1; c += blockDim.x)
-    out[c] = __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(row[c]), scale), __NV_SATFINITE, __NV_E4M3);
+  for (int w = 0; w < kFp8Threads / 32; ++w) absmax = fmaxf(absmax, partial[w]);
+  const float scale = scale_of(absmax);
+  if (threadIdx.x == 0) scales[r] = scale;
+  for (int64_t c = 4 * int64_t(threadIdx.x); c < cols; c += 4 * int64_t(blockDim.x)) {
+    load4(row + c, v);
+    store_codes4(xq + r * cols + c, v, scale);
+  }
+}
+
+// Per 1x128 block: one warp per (row, block), 4 columns per lane; items in row-major order so neighbouring warps
+// read neighbouring memory. A partial last block leaves its upper lanes idle (zeros for the max).
+__global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols, uint8_t* xq, float* scales) {
+  const int64_t groups = (cols + 127) / 128;
+  const int64_t item = int64_t(blockIdx.x) * (kFp8Threads / 32) + threadIdx.x / 32;
+  if (item >= rows * groups) return;  // the whole warp leaves together
+  const int64_t r = item / groups, g = item % groups, c = g * 128 + 4 * (threadIdx.x % 32);
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+  if (c < cols) load4(x + r * cols + c, v);
+  const float scale = scale_of(warp_max(absmax4(v)));
+  if (threadIdx.x % 32 == 0) scales[g * rows + r] = scale;
+  if (c < cols) store_codes4(xq + r * cols + c, v, scale);
 }
 
 // The bias add in float and one bf16 rounding, as cuBLASLt's epilogue does.
@@ -78,11 +122,16 @@ void launch_fp8_epilogue(bf16* y, const bf16* bias, int64_t rows, int64_t cols, 
 void launch_quantize_fp8_groups(const bf16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq, float* scales,
                                 cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  const int64_t groups = (cols + group - 1) / group;
-  // 128 threads cover a 1x128 block in one pass; a whole row (per token) takes 256.
-  const int threads = group <= 128 ? 128 : kFp8Threads;
-  quantize_groups_kernel<<<dim3(unsigned(rows), unsigned(groups)), threads, 0, stream>>>(x, rows, cols, group, xq,
-                                                                                          scales);
+  FOVEA_CHECK(cols % 4 == 0 && (group == cols || group == 128) && reinterpret_cast<uintptr_t>(x) % 8 == 0 &&
+                  reinterpret_cast<uintptr_t>(xq) % 4 == 0,
+              "quantize_fp8_groups: needs K a multiple of 4, groups of K or 128 and aligned buffers");
+  if (group == cols) {
+    quantize_rows_kernel<<<unsigned(rows), kFp8Threads, 0, stream>>>(x, cols, xq, scales);
+  } else {
+    const int64_t items = rows * ((cols + 127) / 128);
+    quantize_blocks_kernel<<<blocks_for(items, kFp8Threads / 32), kFp8Threads, 0, stream>>>(x, rows, cols, xq,
+                                                                                            scales);
+  }
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 

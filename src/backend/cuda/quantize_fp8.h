@@ -11,7 +11,8 @@ namespace fovea::cuda {
 // x [rows, cols] bf16 in groups of `group` consecutive columns of one row (group = cols: per token; 128:
 // DeepSeek's 1x128 blocks; the last group may be partial). scales[g * rows + r] = max|x[r, group g]| / 448 (1
 // when all zero): the group-major layout cuBLASLt's OUTER_VEC_32F (one group) and VEC128_32F modes read for the
-// B operand. xq = e4m3(x / scale), saturating.
+// B operand. xq = e4m3(x / scale), saturating. x 8-byte and xq 4-byte aligned, cols a multiple of 4 (throws
+// otherwise).
 void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
                                 float* scales, cudaStream_t stream);
 // y[r, c] = act(y[r, c] + bias[c]) in place (bias may be null; act: GELU (erf) when gelu): the epilogue of an FP8
