@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# One device call (~6 minutes) for the FP8 scaling recipes (backend/fp8_recipe.h; built nothing here: the sm_90a
+# One device call (~8 minutes: run it alone, timeout_s=600) for the FP8 scaling recipes (backend/fp8_recipe.h; built nothing here: the sm_90a
 # binaries from .carry/bin, as bench/gpu/prepare_carry.sh makes them with FOVEA_STATIC; carry .carry):
 #   1. test_ops' FP8 cases (CUDA linear_fp8_scaled against the CPU reference: per tensor, per channel x per token,
 #      128-blocks; cuBLASLt's SCALAR / OUTER_VEC / VEC128 x BLK128x128 scale modes), raw gtest XML kept;
-#   2. OpsPerf's `llm fp8` rows for each recipe (FP8 GEMM + activation quantization at M = 8192) beside bf16;
+#   2. OpsPerf's prefill rows (FOVEA_OPS_PERF=prefill): `llm fp8 [channel|block]` (FP8 GEMM + activation
+#      quantization at M = 8192) for each recipe beside bf16;
 #   3. fovea bench, listing-photo workload, official tiling, 96 requests: --quantization fp8-tensor, fp8-channel
 #      (the default, `fp8`) and fp8-block: QPM, the FP8 FLOP floor of the same call (its GEMM peak), the ratio;
 #   4. batch invariance on the GPU: the first 16 workload requests run one at a time (--concurrency 1) and all
-#      together, per recipe: how many first tokens agree, and the largest first-token logit difference.
-# FP8_BENCH="..." picks other --quantization values for step 3 (e.g. "none fp8-channel"); FP8_INVARIANCE=0 skips 4.
+#      together, with fp8-tensor and fp8-channel: how many first tokens agree, how many logit rows are
+#      bit-identical, and the largest first-token logit difference.
+# FP8_BENCH="..." picks other --quantization values for step 3 (e.g. "none fp8-channel"); FP8_INVARIANCE=0 skips
+# step 4, FP8_INVARIANCE_RECIPES="..." picks its recipes.
 set -uo pipefail
 source "$(dirname "$0")/device_common.sh"
 device_dirs fp8_recipes
@@ -17,7 +20,7 @@ timeout 120 "$BIN/test_ops" --gtest_filter='OpsTest.LinearFp8*:CpuFp8.*' --gtest
   > "$logs/test_ops_fp8.log" 2>&1
 echo "test_ops fp8 rc=$? $(grep -E '^\[  (PASSED|FAILED|SKIPPED)' "$logs/test_ops_fp8.log" | tr '\n' ' ')"
 grep -E "^\[  FAILED  \]|Failure|exception|cuBLASLt|normalised" "$logs/test_ops_fp8.log" | grep -v ", where" | head -16
-FOVEA_OPS_PERF=1 timeout 150 "$BIN/test_ops" --gtest_filter='OpsPerf.*' > "$logs/perf.log" 2>&1
+FOVEA_OPS_PERF=prefill timeout 100 "$BIN/test_ops" --gtest_filter='OpsPerf.*' > "$logs/perf.log" 2>&1
 echo "perf rc=$?"
 grep -E "llm (fp8 )?(tensor |channel |block )?(wqkv|w13|w2)" "$logs/perf.log"
 wait $prep
@@ -29,7 +32,7 @@ for q in ${FP8_BENCH:-fp8-tensor fp8-channel fp8-block}; do
 done
 if [ "${FP8_INVARIANCE:-1}" != 0 ]; then
   head -16 "$WORK/tasks.jsonl" > "$WORK/tasks16.jsonl"
-  for q in fp8-tensor fp8-channel fp8-block; do
+  for q in ${FP8_INVARIANCE_RECIPES:-fp8-tensor fp8-channel}; do
     for c in 1 64; do
       rm -f "$logs/inv_${q}_$c".*
       timeout 100 "$BIN/fovea" run --model "$WORK/model" --input "$WORK/tasks16.jsonl" --output "$logs/inv_${q}_$c.jsonl" \

@@ -445,6 +445,10 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
     w4_gemms(p);
     return;
   }
+  if (mode == "prefill") {  // the LLM's prefill GEMMs, bf16 and each FP8 recipe (fp8_recipes_device.sh)
+    llm_prefill(p);
+    return;
+  }
   if (only_attention) {
     vit_attention(p);
   } else {
