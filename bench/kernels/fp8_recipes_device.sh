@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call (~8 minutes: run it alone, timeout_s=600) for the FP8 scaling recipes (backend/fp8_recipe.h; built nothing here: the sm_90a
-# binaries from .carry/bin, as bench/gpu/prepare_carry.sh makes them with FOVEA_STATIC; carry .carry):
+# One device call (~8 minutes: run it alone, timeout_s=600) for the FP8 scaling recipes (backend/fp8_recipe.h).
+# Builds nothing: the sm_90a binaries (FOVEA_STATIC) come from .carry/bin (bench/gpu/final_call.sh --stage);
+# carry .carry.
 #   1. test_ops' FP8 cases (CUDA linear_fp8_scaled against the CPU reference: per tensor, per channel x per token,
 #      128-blocks; cuBLASLt's SCALAR / OUTER_VEC / VEC128 x BLK128x128 scale modes), raw gtest XML kept;
 #   2. OpsPerf's prefill rows (FOVEA_OPS_PERF=prefill): `llm fp8 [channel|block]` (FP8 GEMM + activation

@@ -61,7 +61,9 @@ Fp8HostWeight quantize_fp8_weight(const Tensor& w, Fp8Scaling scaling) {
   std::fill(scales, scales + q.scale.numel(), 1.f);
   switch (scaling) {
     case Fp8Scaling::Tensor: scales[0] = quantize_e4m3(w.ptr<float>(), w.numel(), q.codes.ptr<uint8_t>()); break;
-    case Fp8Scaling::Channel: quantize_e4m3_blocks(w.ptr<float>(), n, k, 1, k, q.codes.ptr<uint8_t>(), scales, 1); break;
+    case Fp8Scaling::Channel:
+      quantize_e4m3_blocks(w.ptr<float>(), n, k, 1, k, q.codes.ptr<uint8_t>(), scales, 1);
+      break;
     case Fp8Scaling::Block:
       quantize_e4m3_blocks(w.ptr<float>(), n, k, kFp8Block, kFp8Block, q.codes.ptr<uint8_t>(), scales,
                            fp8_block_scale_ld(k));

@@ -49,8 +49,10 @@ void apply_quantization(const std::string& name, RunnerOptions& opts) {
     bool vit;
     Fp8Scaling scaling;
   };
-  static const Choice kChoices[] = {{"fp8", false, Fp8Scaling::Channel},        {"fp8-tensor", false, Fp8Scaling::Tensor},
-                                    {"fp8-channel", false, Fp8Scaling::Channel}, {"fp8-block", false, Fp8Scaling::Block},
+  static const Choice kChoices[] = {{"fp8", false, Fp8Scaling::Channel},
+                                    {"fp8-tensor", false, Fp8Scaling::Tensor},
+                                    {"fp8-channel", false, Fp8Scaling::Channel},
+                                    {"fp8-block", false, Fp8Scaling::Block},
                                     {"fp8-all", true, Fp8Scaling::Channel}};
   if (name == "none") return;
   for (const Choice& c : kChoices)

@@ -154,7 +154,8 @@ TEST(CpuFp8, WeightQuantizationFollowsItsRecipe) {
   ASSERT_EQ(block.scale.shape, (Shape{2, 4}));  // ceil(136/128) x ceil(320/128) = 3 padded to 4
   for (int64_t nb = 0; nb < 2; ++nb) {
     for (int64_t kb = 0; kb < 3; ++kb) {
-      const int64_t r0 = nb * 128, c0 = kb * 128, rows = std::min<int64_t>(128, n - r0), cols = std::min<int64_t>(128, k - c0);
+      const int64_t r0 = nb * 128, c0 = kb * 128;
+      const int64_t rows = std::min<int64_t>(128, n - r0), cols = std::min<int64_t>(128, k - c0);
       const float s = group_scale(v + r0 * k + c0, k, rows, cols);
       ASSERT_EQ(block.scale.ptr<float>()[nb * 4 + kb], s);
       for (int64_t r = r0; r < r0 + rows; ++r)

@@ -264,7 +264,8 @@ TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
     SCOPED_TRACE(fp8_scaling_name(scaling));
     auto fp8 = make_runner(false, true, false, scaling);
     size_t projections = 0, scales = 0;
-    for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, o}, std::pair{2 * int64_t(c.ffn), h}, std::pair{h, int64_t(c.ffn)}}) {
+    const int64_t f = c.ffn;
+    for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, o}, std::pair{2 * f, h}, std::pair{h, f}}) {
       projections += size_t(n * k);
       size_t count = 1;
       for (int64_t d : fp8_weight_scale_shape(scaling, n, k)) count *= size_t(d);

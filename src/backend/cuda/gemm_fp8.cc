@@ -18,8 +18,10 @@ void set_scale_modes(LtPlan& plan, Fp8Scaling scaling) {
     a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   }
-  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
-  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+  FOVEA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+  FOVEA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
 }
 
 }  // namespace

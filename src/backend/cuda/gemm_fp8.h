@@ -1,7 +1,8 @@
 // FP8 (E4M3) GEMM through cuBLASLt for W8A8 linears: y[M,N] (bf16) = x8[M,K] · w8[N,K]^T scaled by x_scale and
 // w_scale under one of the recipes of backend/fp8_recipe.h (+ bias, then GELU if asked). The recipe sets
 // cuBLASLt's A/B scale modes (sm_90, cuBLAS >= 12.9): SCALAR_32F (per tensor), OUTER_VEC_32F (per channel x per
-// token) or BLK128x128_32F x VEC128_32F (DeepSeek's blocks), with the scale layouts fp8_recipe.h describes; float32 accumulation without cuBLASLt's "fast accumulation" (which keeps fewer bits on Hopper).
+// token) or BLK128x128_32F x VEC128_32F (DeepSeek's blocks), with the scale layouts fp8_recipe.h describes;
+// float32 accumulation without cuBLASLt's "fast accumulation" (which keeps fewer bits on Hopper).
 // The scales are device pointers read when the GEMM runs, so a recorded graph sees each replay's activation
 // scale. Plans are cached per (M, N, K, epilogue); the cuBLASLt handle and workspace are LtGemm's (same stream). The
 // heuristic's first algorithm that cuBLASLt accepts on the real operands is used (no timing).

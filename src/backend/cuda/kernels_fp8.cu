@@ -1,7 +1,8 @@
 // Dynamic FP8 (E4M3) quantization of a bf16 activation for linear_fp8_scaled. Per tensor: stats[0] = max|x| over
-// the whole tensor, stats[kFp8ScaleSlot] = the scale max|x| / 448 (1 when x is all zeros), xq = e4m3(x / scale) rounded to
-// nearest even and saturated at +-448 — the CPU reference's arithmetic (an IEEE division, no reciprocal). Per
-// token or per 1x128 block: the same arithmetic per group (quantize_rows_kernel, quantize_blocks_kernel).
+// the whole tensor, stats[kFp8ScaleSlot] = the scale max|x| / 448 (1 when x is all zeros), xq = e4m3(x / scale)
+// rounded to nearest even and saturated at +-448 — the CPU reference's arithmetic (an IEEE division, no
+// reciprocal). Per token or per 1x128 block: the same arithmetic per group (quantize_rows_kernel,
+// quantize_blocks_kernel).
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
