@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/fp8_recipe.h"
 #include "core/tensor.h"
 #include "image/normalize_kernels.h"
 
@@ -82,13 +83,25 @@ class Backend {
   // y[M,N] = act(x[M,K] · w[N,K]^T + bias[N]); bias may be empty.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                       Activation act = Activation::None) = 0;
-  // FP8 W8A8 (E4M3): y[M,N] = (sum_k q(x[m,k] / sx) * w8[n,k]) * sx * w_scale + bias[n]. sx = max|x| / 448 over
-  // the whole of x (a dynamic per-tensor activation scale; 1 when x is all zeros), q() is f32_to_e4m3 (round to
-  // nearest even, saturating), w8 [N,K] holds E4M3 codes (DType::F8E4M3) that w_scale (one F32 element on this
-  // backend's device) dequantises, and the sum runs in float32; act (GELU) applies after the bias, as in
-  // linear. K must be a multiple of 16, N of 8.
-  virtual void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
-                          Activation act = Activation::None) = 0;
+  // FP8 W8A8 (E4M3) with a dynamic per-tensor activation scale: linear_fp8_scaled with Fp8Scaling::Tensor.
+  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                  Activation act = Activation::None) {
+    linear_fp8_scaled(x, w8, w_scale, Fp8Scaling::Tensor, bias, y, act);
+  }
+  // FP8 W8A8 (E4M3), one recipe of scales (Fp8Scaling, backend/fp8_recipe.h): w8 [N,K] holds E4M3 codes
+  // (DType::F8E4M3) that w_scale (F32 on this backend's device, shape fp8_weight_scale_shape(scaling, N, K))
+  // dequantises; x is quantized here with dynamic scales, each s = max|x over its group| / 448 (1 when the group
+  // is all zeros) and q() = f32_to_e4m3(x / s) (round to nearest even, saturating):
+  //  - Tensor:  one activation scale over the whole of x (so a row's result depends on the other rows), one
+  //             weight scale;                 y[m,n] = (sum_k q(x)·w8) * sx * sw
+  //  - Channel: one scale per row (token) of x, one per output channel n of w8;
+  //                                           y[m,n] = (sum_k q(x)·w8) * sx[m] * sw[n]
+  //  - Block:   one scale per token and 128-column block kb of x, one per 128x128 block (nb, kb) of w8;
+  //                                           y[m,n] = sum_kb (sum_{k in kb} q(x)·w8) * sx[m,kb] * sw[nb,kb]
+  // Sums run in float32; then the bias, then act (GELU) as in linear. K must be a multiple of 16, N of 8. With
+  // Channel and Block a row's result depends on that row alone (batch-invariant quantization).
+  virtual void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
+                                 const Tensor& bias, Tensor& y, Activation act = Activation::None) = 0;
   // W4A16: y[M,N] = x[M,K] · W^T + bias[N] (bias may be empty), W[n, perm[c]] = bf16(float(q - z) * s) for the
   // (q, z, s) of stored column c: exactly the bf16 weight model/w4_dequant.h makes of the same checkpoint, so the
   // result equals linear() on that weight up to the order of the float32 sums. `workspace` is a U8 tensor of at

@@ -27,8 +27,9 @@ const char* kUsage =
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "         --quantization none|fp8|fp8-all (W8A8 E4M3, dynamic per-tensor scales: the LLM's projections;\n"
-    "           fp8-all: the ViT's linears too)\n"
+    "         --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-all (W8A8 E4M3 for the LLM's projections;\n"
+    "           scales per tensor, per channel x per token, or 128x128 x 1x128 blocks; fp8 = fp8-channel;\n"
+    "           fp8-all: fp8 for the ViT's linears too)\n"
     "         --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "           (W4A16) or load them as bf16; auto: packed on CUDA)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";

@@ -87,9 +87,12 @@ struct EngineConfig {
   // Hand the runner tiles as RGB bytes and let it normalise them on the device (4x fewer bytes to copy,
   // bit-identical values), where the runner accepts them; false: the host normalises to F32 as before.
   bool gpu_normalize = true;
-  // "none" (the checkpoint's dtype), "fp8": W8A8 E4M3 for the LLM's projections (per-tensor weight scales,
-  // dynamic per-tensor activation scales), or "fp8-all": the ViT layers' linears too (slower on the H200). The
-  // patch embedding, the projector and the LM head stay in the checkpoint's dtype.
+  // "none" (the checkpoint's dtype), or W8A8 E4M3 for the LLM's projections with a scaling recipe
+  // (backend/fp8_recipe.h): "fp8-tensor" (per-tensor weight and dynamic activation scales: a request's answer
+  // depends on its batch-mates), "fp8-channel" (per-channel weights x per-token activations), "fp8-block"
+  // (128x128 weight blocks x 1x128 activation blocks); "fp8" = fp8-channel; "fp8-all": fp8 for the ViT layers'
+  // linears too (slower on the H200). The patch embedding, the projector and the LM head stay in the
+  // checkpoint's dtype.
   std::string quantization = "none";
   // A 4-bit AWQ / GPTQ checkpoint's LLM linears: "packed" keeps them 4-bit on the device (W4A16, linear_w4),
   // "dequantize" loads them as bf16, "auto" packs on CUDA and dequantizes on the CPU (whose linear_w4 is the

@@ -40,6 +40,33 @@ void log_device_memory(const ModelRunner& runner, const RunnerOptions& opts) {
                m.vision_pool / gib, opts.vision_pool_tiles, m.workspace / gib, m.total() / gib);
 }
 
+// EngineConfig::quantization -> which linears run FP8 and with which scaling recipe (backend/fp8_recipe.h).
+// "fp8" is the default recipe, per-token x per-channel: batch-invariant, and closer to float32 than per-tensor
+// (bench/results/2026-12-02-fp8-recipes-cpu.md). "fp8-all" is the default recipe for the ViT's linears too.
+void apply_quantization(const std::string& name, RunnerOptions& opts) {
+  struct Choice {
+    const char* name;
+    bool vit;
+    Fp8Scaling scaling;
+  };
+  static const Choice kChoices[] = {{"fp8", false, Fp8Scaling::Channel},
+                                    {"fp8-tensor", false, Fp8Scaling::Tensor},
+                                    {"fp8-channel", false, Fp8Scaling::Channel},
+                                    {"fp8-block", false, Fp8Scaling::Block},
+                                    {"fp8-all", true, Fp8Scaling::Channel}};
+  if (name == "none") return;
+  for (const Choice& c : kChoices)
+    if (name == c.name) {
+      opts.fp8_llm = true;
+      // The ViT's K = 1024 GEMMs gained nothing from FP8 on the H200 while quantizing their activations costs a
+      // pass over them: 1.80 ms per tile against 1.52 in bf16 (session 4), so only "fp8-all" quantizes them.
+      opts.fp8_vit = c.vit;
+      opts.fp8_scaling = c.scaling;
+      return;
+    }
+  FOVEA_FAIL("unknown quantization '", name, "' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-all)");
+}
+
 // EngineConfig::w4 -> whether a 4-bit checkpoint's LLM linears stay packed (no effect on dense checkpoints).
 bool keep_w4_packed(const EngineConfig& config, bool gpu) {
   FOVEA_CHECK(config.w4 == "auto" || config.w4 == "packed" || config.w4 == "dequantize", "unknown --w4 '", config.w4,
@@ -77,19 +104,14 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   impl.config = config;
   // Benchmark A/B switches for the step shape (token budget, ViT tiles per step); the config's values otherwise.
   if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
-  FOVEA_CHECK(config.quantization == "none" || config.quantization == "fp8" || config.quantization == "fp8-all",
-              "unknown quantization '", config.quantization, "' (none, fp8, fp8-all)");
+  RunnerOptions opts;
+  apply_quantization(config.quantization, opts);  // before any loading: a bad name fails at once
   std::unique_ptr<Backend> backend = make_backend(config.backend);
   const bool gpu = backend->device() == Device::CUDA;
   LoadOptions load;
   load.keep_w4 = keep_w4_packed(config, gpu);
   LoadedModel model = load_model(config.model_dir, load);
 
-  RunnerOptions opts;
-  opts.fp8_llm = config.quantization == "fp8" || config.quantization == "fp8-all";
-  // The ViT's K = 1024 GEMMs gain nothing from FP8 on the H200 while quantizing their activations costs a pass
-  // over them: 1.80 ms per tile against 1.52 in bf16 (session 4), so only "fp8-all" quantizes them.
-  opts.fp8_vit = config.quantization == "fp8-all";
   opts.block_size = config.block_size;
   opts.max_step_tokens = impl.config.max_step_tokens;
   opts.max_step_seqs = config.max_batch_seqs;

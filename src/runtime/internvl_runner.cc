@@ -18,7 +18,8 @@ InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backe
                   opts_.mlp_rows > 0 && opts_.logits_rows > 0,
               "runner: bad options");
   const ModelDesc& desc = model_.desc;
-  weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm, opts_.fp8_vit));
+  weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm, opts_.fp8_vit,
+                                                                    opts_.fp8_scaling));
   memory_.weights = weights_->bytes;
   memory_.w4_linears = weights_->w4.linears;
   memory_.w4_bytes = weights_->w4.bytes;

@@ -31,11 +31,14 @@ struct RunnerOptions {
   // batch to the bucket). Off by default: on the H200 it did not pay at 48-tile batches (516.8 QPM against
   // 520.1-525.1 without, bench/results/2026-11-29-h200-vit-graphs-ab.md).
   bool vit_graphs = false;
-  // FP8 W8A8 for the LLM's projections (qkv, o, gate_up, down): E4M3 weights with one scale per tensor,
-  // activations quantized per step with a dynamic per-tensor scale (Backend::linear_fp8).
+  // FP8 W8A8 for the LLM's projections (qkv, o, gate_up, down): E4M3 weights and dynamically quantized
+  // activations, with fp8_scaling's scales (Backend::linear_fp8_scaled).
   bool fp8_llm = false;
   // The same for the ViT layers' four linears (qkv, proj, fc1 with its GELU, fc2).
   bool fp8_vit = false;
+  // Per-token x per-channel by default: batch-invariant, and closer to float32 than per-tensor
+  // (bench/results/2026-12-02-fp8-recipes-cpu.md).
+  Fp8Scaling fp8_scaling = Fp8Scaling::Channel;
 };
 
 struct RunnerMemory {

@@ -13,7 +13,8 @@ namespace {
 // Uploads canonical host tensors, each once: tensors sharing host memory (a tied lm_head) share the device copy.
 class WeightUploader {
  public:
-  WeightUploader(const ModelWeights& weights, Backend& backend) : weights_(weights), backend_(backend) {}
+  WeightUploader(const ModelWeights& weights, Backend& backend, Fp8Scaling fp8_scaling)
+      : weights_(weights), backend_(backend), fp8_scaling_(fp8_scaling) {}
 
   // `shape` is what the forward expects; the host tensor may carry extra leading 1-dims (numel must match).
   Tensor get(const std::string& name, const Shape& shape) {
@@ -31,18 +32,18 @@ class WeightUploader {
     return device;
   }
 
-  // The weight quantized to E4M3 with one scale, max|w| / 448 (1 for an all-zero tensor), on the host.
+  // The weight quantized to E4M3 on the host with the recipe's scales (backend/fp8_recipe.h).
   Fp8Linear get_fp8(const std::string& name, const Shape& shape) {
     FOVEA_CHECK(shape.size() == 2 && shape[1] % 16 == 0 && shape[0] % 8 == 0, "fp8 quantization of ", name, " ",
                 shape_str(shape), ": needs K (input width) a multiple of 16 and N a multiple of 8");
     const Tensor host = weights_.get(name).to_f32();
     FOVEA_CHECK(host.numel() == shape[0] * shape[1], "weight ", name, " has shape ", shape_str(host.shape),
                 ", expected ", shape_str(shape));
-    Tensor codes = Tensor::host(DType::F8E4M3, shape), scale_host = Tensor::host(DType::F32, {1});
-    scale_host.ptr<float>()[0] = quantize_e4m3(host.ptr<float>(), host.numel(), codes.ptr<uint8_t>());
-    Fp8Linear q{backend_.alloc(DType::F8E4M3, shape), backend_.alloc(DType::F32, {1})};
-    backend_.upload(q.codes, codes);
-    backend_.upload(q.scale, scale_host);
+    const Fp8HostWeight quantized = quantize_fp8_weight(host.view(shape), fp8_scaling_);
+    Fp8Linear q{backend_.alloc(DType::F8E4M3, shape), backend_.alloc(DType::F32, quantized.scale.shape),
+                fp8_scaling_};
+    backend_.upload(q.codes, quantized.codes);
+    backend_.upload(q.scale, quantized.scale);
     bytes_ += q.codes.nbytes() + q.scale.nbytes();
     return q;
   }
@@ -100,6 +101,7 @@ class WeightUploader {
 
   const ModelWeights& weights_;
   Backend& backend_;
+  Fp8Scaling fp8_scaling_;
   std::map<const void*, Tensor> uploaded_;
   size_t bytes_ = 0;
   W4Summary w4_;
@@ -206,7 +208,7 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
                   Activation act) {
   if (w8.empty()) be.linear(x, w, bias, y, act);
-  else be.linear_fp8(x, w8.codes, w8.scale, bias, y, act);
+  else be.linear_fp8_scaled(x, w8.codes, w8.scale, w8.scaling, bias, y, act);
 }
 
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
@@ -216,8 +218,9 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
   be.linear_w4(x, w4.weight, bias, y, workspace);
 }
 
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit) {
-  WeightUploader up(model.weights, backend);
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit,
+                             Fp8Scaling fp8_scaling) {
+  WeightUploader up(model.weights, backend, fp8_scaling);
   DeviceWeights w;
   w.vision = upload_vision(model.desc, up, fp8_vit);
   w.llm = upload_llm(model.desc, up, fp8_llm);

@@ -9,9 +9,11 @@
 
 namespace fovea {
 
-// An FP8 (E4M3) copy of a linear weight: the codes [N, K] and their one dequantisation scale (max|w| / 448).
+// An FP8 (E4M3) copy of a linear weight: the codes [N, K] and their dequantisation scales under `scaling`
+// (backend/fp8_recipe.h: one per tensor, per output channel or per 128x128 block, each max|w| / 448).
 struct Fp8Linear {
   Tensor codes, scale;
+  Fp8Scaling scaling = Fp8Scaling::Tensor;
   bool empty() const { return codes.empty(); }
 };
 
@@ -23,7 +25,8 @@ struct W4Linear {
   bool empty() const { return weight.empty(); }
 };
 
-// y = act(x · W^T + bias) through be.linear, or be.linear_fp8 when the weight was quantized (w8 set, w empty).
+// y = act(x · W^T + bias) through be.linear, or be.linear_fp8_scaled with w8's recipe when the weight was
+// quantized (w8 set, w empty).
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
                   Activation act = Activation::None);
 // The same with a W4 weight: be.linear_w4 when w4 is set (w and w8 empty; no activation).
@@ -77,11 +80,12 @@ struct DeviceWeights {
 
 // Uploads every weight the forward needs, checking each canonical tensor's shape against `model.desc`.
 // Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm: the LLM's four
-// projections per layer are quantized to E4M3 on the host (one scale per tensor, max|w| / 448) and only the
-// codes are uploaded; fp8_vit: the same for the ViT layers' qkv, proj, fc1 and fc2. The patch embedding, the
+// projections per layer are quantized to E4M3 on the host with fp8_scaling's weight scales and only the codes
+// and scales are uploaded; fp8_vit: the same for the ViT layers' qkv, proj, fc1 and fc2. The patch embedding, the
 // projector, embeddings, norms, biases and the LM head stay in the weight dtype. Projections the model holds
 // 4-bit ("llm.L.P.w4.*", LoadOptions::keep_w4) are uploaded packed (not with fp8_llm: that needs them dense), with
 // one workspace for linear_w4.
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false, bool fp8_vit = false);
+DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false, bool fp8_vit = false,
+                             Fp8Scaling fp8_scaling = Fp8Scaling::Channel);
 
 }  // namespace fovea

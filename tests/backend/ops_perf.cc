@@ -47,6 +47,14 @@ class Perf {
     }
     return t;
   }
+  // FP8 weight scales of any recipe's shape, all 1e-3 (the codes are N(0, 64)-ish).
+  Tensor fp8_scales(const Shape& shape) {
+    Tensor host = Tensor::host(DType::F32, shape);
+    std::fill(host.ptr<float>(), host.ptr<float>() + host.numel(), 1e-3f);
+    Tensor t = backend_->alloc(DType::F32, shape);
+    backend_->upload(t, host);
+    return t;
+  }
   Tensor random(DType dtype, const Shape& shape, float scale = 1.f) {
     Tensor t = backend_->alloc(dtype, shape);
     const int64_t n = t.numel(), chunk = std::min<int64_t>(n, 1 << 20);
@@ -168,16 +176,19 @@ void llm_prefill(Perf& p) {
     Tensor y = p.b().alloc(DType::BF16, {m, g.n});
     p.report_flops(g.what, p.time_ms([&] { p.b().linear(x, w, Tensor{}, y); }), 2.0 * m * g.k * g.n);
   }
-  // FP8 W8A8 at the same shapes, the activation's quantization included (not tuned yet).
-  Tensor w_scale = p.b().alloc(DType::F32, {1});
-  Tensor one = Tensor::host(DType::F32, {1});
-  one.ptr<float>()[0] = 1e-3f;
-  p.b().upload(w_scale, one);
-  for (Gemm g : {Gemm{"llm fp8 wqkv 4096->6144 M=8192", 4096, 6144}, Gemm{"llm fp8 w13 4096->28672 M=8192", 4096, 28672},
-                 Gemm{"llm fp8 w2 14336->4096 M=8192", 14336, 4096}}) {
-    Tensor x = p.random(DType::BF16, {m, g.k}), w8 = p.fp8_codes({g.n, g.k});
-    Tensor y = p.b().alloc(DType::BF16, {m, g.n});
-    p.report_flops(g.what, p.time_ms([&] { p.b().linear_fp8(x, w8, w_scale, Tensor{}, y); }), 2.0 * m * g.k * g.n);
+  // FP8 W8A8 at the same shapes, the activation's quantization included (not tuned yet), under each scaling
+  // recipe (backend/fp8_recipe.h): per tensor (as before), per channel x per token, 128-blocks.
+  for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Channel, Fp8Scaling::Block}) {
+    const std::string recipe = scaling == Fp8Scaling::Tensor ? "" : std::string(" ") + fp8_scaling_name(scaling);
+    for (Gemm g : {Gemm{"wqkv 4096->6144 M=8192", 4096, 6144}, Gemm{"w13 4096->28672 M=8192", 4096, 28672},
+                   Gemm{"w2 14336->4096 M=8192", 14336, 4096}}) {
+      Tensor x = p.random(DType::BF16, {m, g.k}), w8 = p.fp8_codes({g.n, g.k});
+      Tensor w_scale = p.fp8_scales(fp8_weight_scale_shape(scaling, g.n, g.k));
+      Tensor y = p.b().alloc(DType::BF16, {m, g.n});
+      p.report_flops(("llm fp8" + recipe + " " + g.what).c_str(),
+                     p.time_ms([&] { p.b().linear_fp8_scaled(x, w8, w_scale, scaling, Tensor{}, y); }),
+                     2.0 * m * g.k * g.n);
+    }
   }
   Tensor x = p.random(DType::BF16, {m, 4096}), gamma = p.random(DType::BF16, {4096}), y = p.random(DType::BF16, {m, 4096});
   p.report_bytes("llm rms_norm [8192,4096]", p.time_ms([&] { p.b().rms_norm(x, gamma, 1e-5f, y); }),
@@ -432,6 +443,10 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
   }
   if (mode == "w4") {
     w4_gemms(p);
+    return;
+  }
+  if (mode == "prefill") {  // the LLM's prefill GEMMs, bf16 and each FP8 recipe (fp8_recipes_device.sh)
+    llm_prefill(p);
     return;
   }
   if (only_attention) {

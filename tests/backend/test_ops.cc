@@ -1,5 +1,5 @@
 // Op consistency, CPU reference vs CUDA: dense, norm, element-wise, row and vision ops. Attention and the
-// decoder ops are in test_ops_decoder.cc; the perf mode in ops_perf.cc.
+// decoder ops are in test_ops_decoder.cc, FP8 linears in test_ops_fp8.cc; the perf mode in ops_perf.cc.
 #include <cstring>
 #include <random>
 #include <string>
@@ -71,35 +71,6 @@ TEST_F(OpsTest, LinearSkinnyDecodeShapes) {
     const Tensor second = skinny->download(y.gpu);
     ASSERT_EQ(first.nbytes(), second.nbytes()) << what;
     EXPECT_EQ(std::memcmp(first.data, second.data, first.nbytes()), 0) << what << ": a second run differs";
-  }
-}
-
-// FP8 W8A8: both backends quantize x to E4M3 with one dynamic scale and multiply E4M3 codes in float32, so the
-// CUDA result (cuBLASLt FP8, bf16 out) must match the CPU reference to bf16 precision. Weights quantized here the
-// way the loader does (per-tensor scale max|w| / 448); M from a decode row to a prefill chunk, with and without
-// bias, activations with an outlier (the per-tensor scale follows it).
-TEST_F(OpsTest, LinearFp8) {
-  struct Case {
-    int m, k, n;
-  };
-  for (Case c : {Case{1, 64, 96}, Case{7, 128, 200}, Case{64, 1024, 256}, Case{300, 256, 1024}, Case{33, 4096, 64}}) {
-    Tensor w_host = random_host({c.n, c.k}, -0.1f, 0.1f);
-    Tensor codes = Tensor::host(DType::F8E4M3, {c.n, c.k}), scale = Tensor::host(DType::F32, {1});
-    scale.ptr<float>()[0] = quantize_e4m3(w_host.ptr<float>(), w_host.numel(), codes.ptr<uint8_t>());
-    Twin w8 = twin(codes, '8'), ws = twin(scale, 'f'), bias = twin(random_host({c.n}), 'w');
-    Tensor x_host = random_host({c.m, c.k}, -2.f, 2.f);
-    x_host.ptr<float>()[c.k / 2] = 24.f;  // an outlier sets the activation scale
-    Twin x = twin(x_host);
-    for (int variant = 0; variant < 4; ++variant) {  // the ViT's fc1 is bias + GELU
-      const bool with_bias = variant & 1;
-      const Activation act = variant & 2 ? Activation::Gelu : Activation::None;
-      Twin y = output({c.m, c.n});
-      cpu_->linear_fp8(x.cpu, w8.cpu, ws.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu, act);
-      gpu_->linear_fp8(x.gpu, w8.gpu, ws.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu, act);
-      expect_close(y, kBf16Tol,
-                   "linear_fp8 M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
-                       (with_bias ? " bias" : "") + (act == Activation::Gelu ? " gelu" : ""));
-    }
   }
 }
 
@@ -361,50 +332,6 @@ TEST_F(OpsTest, MemoryRoundTripAndShapeErrors) {
     EXPECT_THROW(gpu_->rms_norm(bf, wrong, 1e-5f, bf), Error);
   }
   EXPECT_EQ(gpu_->memory_in_use(), before);
-}
-
-// ---- CPU-only (runs everywhere) ----
-
-// The CPU reference of linear_fp8 against the definition computed here in double: activations scaled by
-// max|x| / 448 and rounded to E4M3, weights already E4M3 codes, products summed, both scales and the bias applied.
-TEST(CpuFp8, LinearFp8MatchesItsDefinition) {
-  auto cpu = make_cpu_backend();
-  const int m = 5, k = 48, n = 24;
-  std::mt19937 rng(11);
-  std::uniform_real_distribution<float> dist(-3.f, 3.f);
-  Tensor x = Tensor::host(DType::F32, {m, k}), codes = Tensor::host(DType::F8E4M3, {n, k});
-  Tensor scale = Tensor::host(DType::F32, {1}), bias = Tensor::host(DType::F32, {n}), y = Tensor::host(DType::F32, {m, n});
-  float absmax = 0.f;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    x.ptr<float>()[i] = dist(rng);
-    absmax = std::max(absmax, std::fabs(x.ptr<float>()[i]));
-  }
-  for (int64_t i = 0; i < codes.numel(); ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(dist(rng) * 100.f);
-  for (int64_t i = 0; i < n; ++i) bias.ptr<float>()[i] = dist(rng);
-  scale.ptr<float>()[0] = 0.003f;
-  cpu->linear_fp8(x, codes, scale, bias, y);
-  const float sx = absmax / 448.f;
-  double worst = 0;
-  for (int r = 0; r < m; ++r)
-    for (int c = 0; c < n; ++c) {
-      double acc = 0;
-      for (int i = 0; i < k; ++i)
-        acc += double(e4m3_to_f32(f32_to_e4m3(x.ptr<float>()[r * k + i] / sx))) *
-               double(e4m3_to_f32(codes.ptr<uint8_t>()[c * k + i]));
-      const double expected = acc * double(sx) * 0.003 + double(bias.ptr<float>()[c]);
-      worst = std::max(worst, std::fabs(expected - double(y.ptr<float>()[r * n + c])) / (std::fabs(expected) + 1e-3));
-    }
-  EXPECT_LT(worst, 1e-5);
-  // GELU (erf) after the bias, as in linear.
-  Tensor y_gelu = Tensor::host(DType::F32, {m, n});
-  cpu->linear_fp8(x, codes, scale, bias, y_gelu, Activation::Gelu);
-  for (int64_t i = 0; i < y.numel(); ++i) {
-    const double v = y.ptr<float>()[i];
-    EXPECT_NEAR(y_gelu.ptr<float>()[i], 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))), 1e-5 * (1 + std::fabs(v)));
-  }
-  // Shapes cuBLASLt's FP8 kernels cannot take are refused on every backend.
-  Tensor odd = Tensor::host(DType::F8E4M3, {n, 40}), x40 = Tensor::host(DType::F32, {m, 40});
-  EXPECT_THROW(cpu->linear_fp8(x40, odd, scale, Tensor{}, y), Error);
 }
 
 }  // namespace

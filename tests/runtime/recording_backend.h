@@ -38,9 +38,9 @@ class RecordingBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation a) override {
     op([=, this]() mutable { in_->linear(x, w, b, y, a); });
   }
-  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y,
-                  Activation a) override {
-    op([=, this]() mutable { in_->linear_fp8(x, w8, ws, b, y, a); });
+  void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& ws, Fp8Scaling s, const Tensor& b, Tensor& y,
+                         Activation a) override {
+    op([=, this]() mutable { in_->linear_fp8_scaled(x, w8, ws, s, b, y, a); });
   }
   void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& b, Tensor& y, Tensor& ws) override {
     op([=, this]() mutable { in_->linear_w4(x, w, b, y, ws); });

@@ -138,11 +138,13 @@ class DemoRunner : public ::testing::Test {
   }
 
   // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
-  // fp8 / fp8_vit: the LLM's projections / the ViT layers' linears in FP8 W8A8.
-  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false, bool fp8_vit = false) {
+  // fp8 / fp8_vit: the LLM's projections / the ViT layers' linears in FP8 W8A8 with `scaling`'s scales.
+  std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false, bool fp8_vit = false,
+                                              Fp8Scaling scaling = Fp8Scaling::Tensor) {
     RunnerOptions opts;
     opts.fp8_llm = fp8;
     opts.fp8_vit = fp8_vit;
+    opts.fp8_scaling = scaling;
     opts.kv_blocks = 256;
     opts.max_step_tokens = 3600;
     opts.max_step_tiles = 5;
@@ -242,31 +244,42 @@ double relative_error(const std::vector<float>& a, const std::vector<float>& b) 
   return std::sqrt(diff / norm);
 }
 
-// FP8 W8A8 LLM projections (the CPU reference of linear_fp8 on the demo model): the projections' weights take
-// a quarter of their float32 bytes, and the prompt's logits stay close to the unquantized run's (E4M3 keeps 3
-// mantissa bits: a few percent of relative error, not more).
+// FP8 W8A8 LLM projections (the CPU reference of linear_fp8_scaled on the demo model), each scaling recipe: the
+// projections' weights take a quarter of their float32 bytes plus the recipe's scales, and the prompt's logits
+// stay close to the unquantized run's (E4M3 keeps 3 mantissa bits: a few percent of relative error, not more).
 TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
-  auto plain = make_runner(), fp8 = make_runner(false, true);
+  auto plain = make_runner();
   const ModelDesc& desc = plain->desc();
   const LlmConfig& c = desc.llm;
-  const size_t projections = size_t(c.layers) * size_t(c.hidden) *
-                             size_t(int64_t(c.heads + 2 * c.kv_heads) * c.head_dim + int64_t(c.heads) * c.head_dim +
-                                    3 * int64_t(c.ffn));
-  // float32 (the CPU's weight dtype) against one byte per element plus one float scale per projection.
-  EXPECT_EQ(plain->memory().weights - fp8->memory().weights,
-            projections * 3 - size_t(c.layers) * 4 * sizeof(float));
+  const int64_t h = c.hidden, qkv = int64_t(c.heads + 2 * c.kv_heads) * c.head_dim, o = int64_t(c.heads) * c.head_dim;
   const std::vector<int32_t> prompt = prompt_for(desc, 2);
   const std::vector<Tensor> images{random_pixels(2, desc.vision.image_size, 3)};
   SimpleGenerateOptions opts;
   opts.max_new_tokens = 1;
   opts.stop_ids = {-1};
   opts.want_logits = true;
-  const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
+  const auto a = simple_generate(*plain, prompt, images, opts);
   ASSERT_EQ(a.logits.size(), 1u);
-  ASSERT_EQ(b.logits.size(), 1u);
-  const double rel = relative_error(a.logits[0], b.logits[0]);
-  EXPECT_GT(rel, 0.0);   // the quantization is really on
-  EXPECT_LT(rel, 0.08);  // and only perturbs the logits
+  for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Channel, Fp8Scaling::Block}) {
+    SCOPED_TRACE(fp8_scaling_name(scaling));
+    auto fp8 = make_runner(false, true, false, scaling);
+    size_t projections = 0, scales = 0;
+    const int64_t f = c.ffn;
+    for (auto [n, k] : {std::pair{qkv, h}, std::pair{h, o}, std::pair{2 * f, h}, std::pair{h, f}}) {
+      projections += size_t(n * k);
+      size_t count = 1;
+      for (int64_t d : fp8_weight_scale_shape(scaling, n, k)) count *= size_t(d);
+      scales += count;
+    }
+    // float32 (the CPU's weight dtype) against one byte per element plus the recipe's float scales.
+    EXPECT_EQ(plain->memory().weights - fp8->memory().weights,
+              size_t(c.layers) * (projections * 3 - scales * sizeof(float)));
+    const auto b = simple_generate(*fp8, prompt, images, opts);
+    ASSERT_EQ(b.logits.size(), 1u);
+    const double rel = relative_error(a.logits[0], b.logits[0]);
+    EXPECT_GT(rel, 0.0);   // the quantization is really on
+    EXPECT_LT(rel, 0.08);  // and only perturbs the logits
+  }
 }
 
 // FP8 W8A8 ViT linears (qkv, proj, fc1 with GELU, fc2): their weights take a quarter of their float32 bytes, the

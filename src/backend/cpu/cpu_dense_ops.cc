@@ -31,39 +31,6 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
                act);
 }
 
-// The scalar reference of the FP8 GEMM: both operands are rounded to E4M3 exactly as the CUDA kernels round
-// them, then multiplied in float32.
-void CpuBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
-                            Activation act) {
-  check_host(w8, DType::F8E4M3, "linear_fp8", "w8");
-  FOVEA_CHECK(w8.rank() == 2, "linear_fp8: w8 has shape ", shape_str(w8.shape), ", expected [N, K]");
-  const int64_t N = w8.dim(0), K = w8.dim(1);
-  FOVEA_CHECK(K % 16 == 0 && N % 8 == 0, "linear_fp8: K = ", K, " must be a multiple of 16 and N = ", N, " of 8");
-  check_host(x, DType::F32, "linear_fp8", "x");
-  FOVEA_CHECK(x.rank() >= 1 && cols_of(x) == K, "linear_fp8: x ", shape_str(x.shape), " does not match w8 ",
-              shape_str(w8.shape));
-  check_vector(w_scale, 1, DType::F32, "linear_fp8", "w_scale");
-  const int64_t M = rows_of(x);
-  check_matrix(y, M, N, "linear_fp8", "y");
-  if (!bias.empty()) check_vector(bias, N, DType::F32, "linear_fp8", "bias");
-  FOVEA_CHECK(y.data != x.data, "linear_fp8: y aliases x");
-  std::vector<uint8_t> x_codes(size_t(M * K));
-  const float sx = quantize_e4m3(x.ptr<float>(), M * K, x_codes.data());
-  std::vector<float> xq(size_t(M * K)), wq(size_t(N * K));
-  for (int64_t i = 0; i < M * K; ++i) xq[size_t(i)] = e4m3_to_f32(x_codes[size_t(i)]);
-  const uint8_t* codes = w8.ptr<uint8_t>();
-  for (int64_t i = 0; i < N * K; ++i) wq[size_t(i)] = e4m3_to_f32(codes[i]);
-  float* out = y.ptr<float>();
-  cpu::gemm_nt(xq.data(), wq.data(), nullptr, out, M, N, K, Activation::None);
-  const float scale = sx * w_scale.ptr<float>()[0];
-  const float* b = bias.empty() ? nullptr : bias.ptr<float>();
-  for (int64_t r = 0; r < M; ++r)
-    for (int64_t c = 0; c < N; ++c) {
-      const float v = out[r * N + c] * scale + (b ? b[c] : 0.f);
-      out[r * N + c] = act == Activation::Gelu ? cpu::gelu_erf(v) : v;
-    }
-}
-
 void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
   check_host(x, DType::F32, "layer_norm", "x");
   const int64_t M = rows_of(x), N = cols_of(x);

@@ -66,8 +66,8 @@ class CudaBackend final : public Backend {
   void rope(Tensor& qkv, const Tensor& positions, int heads, int kv_heads, int head_dim, float theta) override;
   void kv_write(const Tensor& qkv, const Tensor& slots, int heads, int kv_heads, int head_dim,
                 KvCacheLayer& cache) override;
-  void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
-                  Activation act = Activation::None) override;
+  void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
+                         const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;
   void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
@@ -87,8 +87,8 @@ class CudaBackend final : public Backend {
   std::string profile_report();
 
  private:
-  // linear_fp8's buffer for the quantized activation, at least `bytes` (and its stats floats); grows only
-  // outside graph captures.
+  // linear_fp8_scaled's buffer for the quantized activation and its per-token / per-block scales, at least
+  // `bytes` (and the per-tensor stats floats); grows only outside graph captures.
   uint8_t* fp8_activation_buffer(size_t bytes);
 
   int device_index_;

@@ -1,6 +1,7 @@
 // CudaBackend's ops: check shapes and dtypes on the host (fovea::Error on a mismatch), then launch.
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quantize_fp8.h"
 #include "backend/w4_layout.h"
 
 namespace fovea::cuda {
@@ -59,27 +60,45 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
 }
 
-void CudaBackend::linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                             Tensor& y, Activation act) {
+// The activation's codes, then (Channel, Block) its scales 256 bytes further on, in one buffer.
+void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
+                                    const Tensor& bias, Tensor& y, Activation act) {
   FOVEA_CHECK(w8.rank() == 2, "linear_fp8: weight shape ", shape_str(w8.shape));
   const int64_t n = w8.dim(0), k = w8.dim(1);
   expect(w8, DType::F8E4M3, {n, k}, "linear_fp8 weight");
   FOVEA_CHECK(k % 16 == 0 && n % 8 == 0, "linear_fp8: K = ", k, " must be a multiple of 16 and N = ", n, " of 8");
-  expect_numel(w_scale, DType::F32, 1, "linear_fp8 weight scale");
+  expect(w_scale, DType::F32, fp8_weight_scale_shape(scaling, n, k), "linear_fp8 weight scale");
   const int64_t m = rows_of(x, DType::BF16, k, "linear_fp8 input");
   FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_fp8 output") == m, "linear_fp8: output ", shape_str(y.shape),
               " for input ", shape_str(x.shape));
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
-  uint8_t* activation = fp8_activation_buffer(size_t(m) * size_t(k));
+  const int64_t group = scaling == Fp8Scaling::Block ? kFp8Block : k;
+  const size_t codes_bytes = (size_t(m) * size_t(k) + 255) / 256 * 256;
+  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(m) * size_t((k + group - 1) / group);
+  uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_floats * sizeof(float));
   if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
-    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue));
+    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue),
+               scaling == Fp8Scaling::Tensor ? "" : str(" ", fp8_scaling_name(scaling)));
   });
-  launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
-  fp8_gemm_->run(activation, static_cast<const uint8_t*>(w8.data), fp8_stats_ + kFp8ScaleSlot,
-                 static_cast<const float*>(w_scale.data), bias.empty() ? nullptr : cbf(bias), mbf(y), int(m), int(n),
-                 int(k), epilogue);
+  const float* x_scale = fp8_stats_ + kFp8ScaleSlot;
+  if (scaling == Fp8Scaling::Tensor) {
+    launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
+  } else {
+    auto* scales = reinterpret_cast<float*>(activation + codes_bytes);
+    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, stream_);
+    x_scale = scales;
+  }
+  const auto* codes = static_cast<const uint8_t*>(w8.data);
+  const auto* w_scales = static_cast<const float*>(w_scale.data);
+  const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
+  if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, mbf(y), int(m), int(n), int(k), epilogue,
+                      scaling)) {  // no fused epilogue with these scale modes: the GEMM, then the epilogue
+    fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, mbf(y), int(m), int(n), int(k), GemmEpilogue::None,
+                   scaling);
+    launch_fp8_epilogue(mbf(y), bias_ptr, m, n, act == Activation::Gelu, stream_);
+  }
 }
 
 // W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the

@@ -4,6 +4,27 @@
 #include "core/error.h"
 
 namespace fovea::cuda {
+namespace {
+
+// A is the weight, B the activation (see plan_for). OUTER_VEC_32F scales A's rows of the product (cuBLASLt's m:
+// our N, per channel) and B's columns (cuBLASLt's n: our M, per token). For blocks, A (the weight, K-major) takes
+// one scale per 128x128 block and B (the activation) one per 128 consecutive K elements of a token; both layouts
+// as PyTorch's torch._scaled_mm hands them to cuBLASLt for DeepSeek-style scaling (fp8_recipe.h).
+void set_scale_modes(LtPlan& plan, Fp8Scaling scaling) {
+  int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  if (scaling == Fp8Scaling::Channel) {
+    a_mode = b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+  } else if (scaling == Fp8Scaling::Block) {
+    a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+    b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  }
+  FOVEA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+  FOVEA_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+}
+
+}  // namespace
 
 LtFp8Gemm::LtFp8Gemm(cudaStream_t stream, const LtGemm& bf16)
     : stream_(stream), handle_(bf16.handle()), workspace_(bf16.workspace()), workspace_bytes_(bf16.workspace_bytes()) {}
@@ -22,7 +43,7 @@ LtFp8Gemm::~LtFp8Gemm() {
 // outside a graph capture the candidates are launched in the heuristic's order on the real operands and the first
 // one cuBLASLt accepts is kept. (Which of these cuBLASLt needed was not isolated: the fixed path passed at once.)
 LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
-  const auto key = std::make_tuple(o.m, o.n, o.k, int(o.epilogue));
+  const auto key = std::make_tuple(o.m, o.n, o.k, int(o.epilogue), int(o.scaling));
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   LtPlan plan;
@@ -33,13 +54,15 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
     const int8_t fast_accumulate = 0;
     FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
                                                       sizeof(fast_accumulate)));
+    set_scale_modes(plan, o.scaling);
     set_pointers(plan, o);
     constexpr int kCandidates = 8;
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
     const auto results = heuristic_candidates(handle_, plan, workspace_bytes_,
                                               common_alignment({o.x8, o.w8, o.y, o.bias}), kCandidates, status);
-    FOVEA_CHECK(!results.empty(), "cuBLASLt has no FP8 algorithm for linear_fp8 M=", o.m, " N=", o.n, " K=", o.k,
-                " (status ", int(status), ")");
+    FOVEA_CHECK(!results.empty(), "cuBLASLt has no FP8 algorithm for linear_fp8 (", fp8_scaling_name(o.scaling),
+                " scales, ", gemm_epilogue_name(o.epilogue), ") M=", o.m, " N=", o.n, " K=", o.k, " (status ",
+                int(status), ")");
     const int found = int(results.size());
     int chosen = -1;
     cublasStatus_t last = CUBLAS_STATUS_NOT_SUPPORTED;
@@ -51,8 +74,9 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
       last = launch(plan, o, results[i].algo);
       if (last == CUBLAS_STATUS_SUCCESS) chosen = i;
     }
-    FOVEA_CHECK(chosen >= 0, "cuBLASLt refused all ", found, " FP8 algorithms for linear_fp8 M=", o.m, " N=", o.n,
-                " K=", o.k, " (last status ", int(last), ")");
+    FOVEA_CHECK(chosen >= 0, "cuBLASLt refused all ", found, " FP8 algorithms for linear_fp8 (",
+                fp8_scaling_name(o.scaling), " scales) M=", o.m, " N=", o.n, " K=", o.k, " (last status ", int(last),
+                ")");
     plan.algo = results[chosen].algo;
   } catch (...) {
     destroy_plan(plan);
@@ -78,13 +102,28 @@ cublasStatus_t LtFp8Gemm::launch(const LtPlan& plan, const Operands& o, const cu
                         &algo, workspace_, workspace_bytes_, stream_);
 }
 
-void LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
-                    const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue) {
-  if (m == 0 || n == 0) return;
-  const Operands o{x8, w8, x_scale, w_scale, bias, y, m, n, k, epilogue};
+bool LtFp8Gemm::run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
+                    const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue,
+                    Fp8Scaling scaling) {
+  if (m == 0 || n == 0) return true;
+  const Operands o{x8, w8, x_scale, w_scale, bias, y, m, n, k, epilogue, scaling};
+  const auto key = std::make_tuple(m, n, k, int(epilogue), int(scaling));
+  if (refused_.count(key)) return false;
+  // A vector-scaled GEMM with a fused epilogue may have no algorithm: fall back rather than fail (the plain one
+  // then must work, and its own failure is the error reported).
+  const bool may_refuse = scaling != Fp8Scaling::Tensor && epilogue != GemmEpilogue::None;
+  if (may_refuse && !plans_.count(key)) {
+    try {
+      plan_for(o);
+    } catch (const Error&) {
+      refused_.insert(key);
+      return false;
+    }
+  }
   LtPlan& plan = plan_for(o);
   set_pointers(plan, o);
   FOVEA_CUBLAS_CHECK(launch(plan, o, plan.algo));
+  return true;
 }
 
 }  // namespace fovea::cuda

@@ -1,0 +1,90 @@
+// The scalar reference of the FP8 GEMM (Backend::linear_fp8_scaled) for each scaling recipe: the activation is
+// quantized to E4M3 with the recipe's dynamic scales exactly as the CUDA kernels quantize it (core/dtype.h,
+// backend/fp8_recipe.h), the E4M3 values are multiplied in float32, and the scales applied to the float32 sums
+// the way cuBLASLt applies them: per tensor and per channel after the whole sum, per 128-block to each block's
+// partial sum. Every output row depends on its input row alone except with Fp8Scaling::Tensor.
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_gemm.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace fovea {
+namespace {
+
+std::vector<float> e4m3_values(const uint8_t* codes, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = e4m3_to_f32(codes[i]);
+  return v;
+}
+
+// out[M,N] = sum over 128-column blocks kb of (xq[:, kb] · wq[:, kb]^T) * sx[m][kb] * sw[n/128][kb].
+void block_scaled_gemm(const std::vector<float>& xq, const float* sx, const std::vector<float>& wq, const float* sw,
+                       int64_t M, int64_t N, int64_t K, float* out) {
+  const int64_t blocks = fp8_blocks(K), ld = fp8_block_scale_ld(K);
+  std::vector<float> xs, ws, part(size_t(M * N));
+  std::fill(out, out + M * N, 0.f);
+  for (int64_t kb = 0; kb < blocks; ++kb) {
+    const int64_t k0 = kb * kFp8Block, width = std::min(kFp8Block, K - k0);
+    xs.resize(size_t(M * width));
+    ws.resize(size_t(N * width));
+    for (int64_t r = 0; r < M; ++r) std::copy_n(&xq[size_t(r * K + k0)], width, &xs[size_t(r * width)]);
+    for (int64_t c = 0; c < N; ++c) std::copy_n(&wq[size_t(c * K + k0)], width, &ws[size_t(c * width)]);
+    cpu::gemm_nt(xs.data(), ws.data(), nullptr, part.data(), M, N, width, Activation::None);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c)
+        out[r * N + c] += part[size_t(r * N + c)] * (sx[r * blocks + kb] * sw[(c / kFp8Block) * ld + kb]);
+  }
+}
+
+}  // namespace
+
+void CpuBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
+                                   const Tensor& bias, Tensor& y, Activation act) {
+  using cpu::check_host;
+  check_host(w8, DType::F8E4M3, "linear_fp8", "w8");
+  FOVEA_CHECK(w8.rank() == 2, "linear_fp8: w8 has shape ", shape_str(w8.shape), ", expected [N, K]");
+  const int64_t N = w8.dim(0), K = w8.dim(1);
+  FOVEA_CHECK(K % 16 == 0 && N % 8 == 0, "linear_fp8: K = ", K, " must be a multiple of 16 and N = ", N, " of 8");
+  check_host(x, DType::F32, "linear_fp8", "x");
+  FOVEA_CHECK(x.rank() >= 1 && cpu::cols_of(x) == K, "linear_fp8: x ", shape_str(x.shape), " does not match w8 ",
+              shape_str(w8.shape));
+  check_host(w_scale, DType::F32, "linear_fp8", "w_scale");
+  FOVEA_CHECK(w_scale.shape == fp8_weight_scale_shape(scaling, N, K), "linear_fp8 (", fp8_scaling_name(scaling),
+              "): w_scale has shape ", shape_str(w_scale.shape), ", expected ",
+              shape_str(fp8_weight_scale_shape(scaling, N, K)));
+  const int64_t M = cpu::rows_of(x);
+  cpu::check_matrix(y, M, N, "linear_fp8", "y");
+  if (!bias.empty()) cpu::check_vector(bias, N, DType::F32, "linear_fp8", "bias");
+  FOVEA_CHECK(y.data != x.data, "linear_fp8: y aliases x");
+  std::vector<uint8_t> x_codes(size_t(M * K));
+  const std::vector<float> wq = e4m3_values(w8.ptr<uint8_t>(), N * K);
+  const float* sw = w_scale.ptr<float>();
+  float* out = y.ptr<float>();
+  std::vector<float> sx;  // Tensor: [1]; Channel: [M]; Block: [M, ceil(K/128)]
+  if (scaling == Fp8Scaling::Tensor) {
+    sx.assign(1, quantize_e4m3(x.ptr<float>(), M * K, x_codes.data()));
+  } else {
+    const int64_t group = scaling == Fp8Scaling::Channel ? K : kFp8Block, groups = (K + group - 1) / group;
+    sx.resize(size_t(M * groups));
+    quantize_e4m3_blocks(x.ptr<float>(), M, K, 1, group, x_codes.data(), sx.data(), groups);
+  }
+  const std::vector<float> xq = e4m3_values(x_codes.data(), M * K);
+  if (scaling == Fp8Scaling::Block) {
+    block_scaled_gemm(xq, sx.data(), wq, sw, M, N, K, out);
+  } else {
+    cpu::gemm_nt(xq.data(), wq.data(), nullptr, out, M, N, K, Activation::None);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c)
+        out[r * N + c] *= scaling == Fp8Scaling::Tensor ? sx[0] * sw[0] : sx[size_t(r)] * sw[c];
+  }
+  const float* b = bias.empty() ? nullptr : bias.ptr<float>();
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t c = 0; c < N; ++c) {
+      const float v = out[r * N + c] + (b ? b[c] : 0.f);
+      out[r * N + c] = act == Activation::Gelu ? cpu::gelu_erf(v) : v;
+    }
+}
+
+}  // namespace fovea

@@ -1,0 +1,23 @@
+// Launch of the per-group FP8 quantization (kernels_fp8.cu) for the finer scaling recipes of
+// backend/fp8_recipe.h; the per-tensor one is launch_quantize_fp8 in kernels.h.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace fovea::cuda {
+
+// x [rows, cols] bf16 in groups of `group` consecutive columns of one row (group = cols: per token; 128:
+// DeepSeek's 1x128 blocks; the last group may be partial). scales[g * rows + r] = max|x[r, group g]| / 448 (1
+// when all zero): the group-major layout cuBLASLt's OUTER_VEC_32F (one group) and VEC128_32F modes read for the
+// B operand. xq = e4m3(x / scale), saturating. x 8-byte and xq 4-byte aligned, cols a multiple of 4 (throws
+// otherwise).
+void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
+                                float* scales, cudaStream_t stream);
+// y[r, c] = act(y[r, c] + bias[c]) in place (bias may be null; act: GELU (erf) when gelu): the epilogue of an FP8
+// GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run returned false).
+void launch_fp8_epilogue(__nv_bfloat16* y, const __nv_bfloat16* bias, int64_t rows, int64_t cols, bool gelu,
+                         cudaStream_t stream);
+
+}  // namespace fovea::cuda
