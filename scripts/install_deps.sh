@@ -13,9 +13,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if [ "${1:-}" = "--test" ]; then
   # Test-only references: Pillow (pixel oracle), numpy, the openai client, pytest. Small wheels, no torch.
+  # nanobind + scikit-build-core build the Python module (scripts/build.sh), Ray Data runs its Predictor's test.
   # Debian's own python3 is "externally managed" (PEP 668): there pip needs --break-system-packages.
-  wheels=(pillow numpy openai pytest)
-  if ! python3 -c 'import PIL, numpy, openai, pytest' 2>/dev/null; then
+  wheels=(pillow numpy openai pytest nanobind scikit-build-core "ray[data]")
+  if ! python3 -c 'import PIL, numpy, openai, pytest, nanobind, scikit_build_core, ray.data' 2>/dev/null; then
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
     python3 -m pip install -q "${wheels[@]}" 2>/dev/null ||
       python3 -m pip install -q --break-system-packages "${wheels[@]}"

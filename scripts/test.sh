@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 status=0
 (cd build && ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1
 if ls tests/python/test_*.py >/dev/null 2>&1; then
-  FOVEA_BIN="$PWD/build/fovea" python3 -m pytest -q tests/python || status=1
+  # build/python: the fovea package as scripts/build.sh builds it (also for Ray's worker processes).
+  FOVEA_BIN="$PWD/build/fovea" PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m pytest -q tests/python || status=1
 fi
 exit $status
