@@ -23,7 +23,8 @@ def run_cli(args, k):
                             output=os.path.join(args.work, f"pyvs_run{k}.jsonl"),
                             summary=os.path.join(args.work, f"pyvs_run{k}.json"),
                             log=os.path.join(args.work, f"pyvs_run{k}.log"), backend=args.backend,
-                            policy=args.policy, extra_args=args.extra_args, timeout=args.timeout, dump_logits="")
+                            policy=args.policy, timeout=args.timeout, dump_logits="",
+                            extra_args=f"--concurrency {args.concurrency} --max-tiles {args.max_tiles} {args.extra_args}")
     summary = fovea_run.run(ns)
     records = {str(r["id"]): r for r in common.read_jsonl(ns.output)}
     return summary["qpm_steady"], summary["done"], summary["errors"], records
@@ -36,7 +37,8 @@ def run_python(args, tasks):
                               prompt=t.get("prompt", ""), max_tokens=t.get("max_tokens", 1), answers=t.get("answers"))
                 for t in tasks]
     t0 = time.time()
-    llm = fovea.Engine(args.model, backend=args.backend, tiling=args.policy, concurrency=args.concurrency)
+    llm = fovea.Engine(args.model, backend=args.backend, tiling=args.policy, concurrency=args.concurrency,
+                       max_tiles=args.max_tiles or None)
     common.log(f"python: engine loaded in {time.time() - t0:.1f} s")
     finished, times = [], []
     start = time.time()
@@ -64,7 +66,8 @@ def main():
     p.add_argument("--backend", default="cuda")
     p.add_argument("--policy", default="official", choices=["official", "compact"])
     p.add_argument("--concurrency", type=int, default=64, help="as fovea run's default --concurrency")
-    p.add_argument("--extra-args", default="", help="more fovea run options, shell-quoted")
+    p.add_argument("--max-tiles", type=int, default=0, help="0: the model's max_dynamic_patch")
+    p.add_argument("--extra-args", default="", help="more fovea run options (not for the Python side), shell-quoted")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--timeout", type=float, default=120)
     args = p.parse_args()

@@ -35,6 +35,21 @@ def write_images(folder, count):
     return paths
 
 
+def noise_requests(count, seed=0):
+    """Distinct noise images: no prefix or vision cache hits, so the engine has real work."""
+    rng = np.random.default_rng(seed)
+    return [fovea.Request(image=rng.integers(0, 256, (300, 400, 3), np.uint8), prompt=PROMPT, max_tokens=8)
+            for _ in range(count)]
+
+
+def coverage(ticks, start, end, bin_s=0.1):
+    """The share of bin_s-long bins of [start, end] in which another thread or task ticked at least once."""
+    bins = max(1, int((end - start) / bin_s))
+    covered = len({int((t - start) / bin_s) for t in ticks if start <= t <= end})
+    print(f"{end - start:.2f} s, {covered}/{bins} bins with a tick")
+    return covered / bins
+
+
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     return write_images(tmp_path_factory.mktemp("api_images"), 10)
@@ -132,9 +147,7 @@ def test_chat_messages_and_logprobs(llm, images):
 
 
 def test_generate_releases_the_gil(llm, images):
-    rng = np.random.default_rng(0)  # distinct noise images: no cache hits, real work for the engine
-    requests = [fovea.Request(image=rng.integers(0, 256, (300, 400, 3), np.uint8), prompt=PROMPT, max_tokens=8)
-                for i in range(8)]
+    requests = noise_requests(8)
     ticks, stop = [], threading.Event()
 
     def spin():  # pure Python: runs only while nobody holds the GIL
@@ -152,12 +165,8 @@ def test_generate_releases_the_gil(llm, images):
     stop.set()
     worker.join()
     assert all(r.ok for r in results)
-    inside = [t for t in ticks if start <= t <= end]
-    bins = max(1, int((end - start) / 0.1))
-    covered = len({int((t - start) / 0.1) for t in inside})
-    print(f"generate {end - start:.2f} s, {len(inside)} ticks of the other thread, {covered}/{bins} 100 ms bins")
     assert end - start > 0.5, "too little work to tell"
-    assert covered >= 0.8 * bins, "another Python thread stalled while generate() ran"
+    assert coverage(ticks, start, end) >= 0.8, "another Python thread stalled while generate() ran"
 
 
 def test_stream_and_asyncio_forms(llm, images):
@@ -168,27 +177,39 @@ def test_stream_and_asyncio_forms(llm, images):
     assert all((r.tokens, r.answer_logprobs) == expected[r.index] for r in streamed)
 
     async def main():
-        ticks = 0
+        ticks = []
 
         async def ticker():
-            nonlocal ticks
             while True:
-                ticks += 1
+                ticks.append(time.monotonic())
                 await asyncio.sleep(0.005)
 
         task = asyncio.create_task(ticker())
         gathered = await llm.agenerate(requests)
         seen = [r async for r in llm.astream(requests)]
+        start = time.monotonic()
+        slow = await llm.agenerate(noise_requests(4, seed=1))  # real work: images not seen before
+        end = time.monotonic()
         task.cancel()
-        return gathered, seen, ticks
+        return gathered, seen, slow, end - start, coverage(ticks, start, end)
 
-    gathered, seen, ticks = asyncio.run(main())
+    gathered, seen, slow, seconds, covered = asyncio.run(main())
     assert [(r.tokens, r.answer_logprobs) for r in gathered] == expected
     assert sorted(r.index for r in seen) == list(range(len(requests)))
-    assert ticks > 5, "the event loop stalled while the engine worked"
+    assert all(r.ok for r in slow) and seconds > 0.5
+    assert covered >= 0.8, "the event loop stalled while the engine worked"
 
     # Leaving a stream early cancels what has not started; the engine goes on serving.
     many = [fovea.Request(image=images[i % len(images)], prompt=PROMPT, max_tokens=4) for i in range(60)]
     for result in llm.stream(many):
         break
     assert llm.generate(requests[:1])[0].tokens == expected[0][0]
+
+
+def test_engine_arguments(tmp_path):
+    with pytest.raises(RuntimeError):
+        fovea.Engine(tmp_path / "no_model", backend="cpu")
+    with pytest.raises(TypeError, match="kv_blokcs"):
+        fovea.Engine(tmp_path, backend="cpu", kv_blokcs=4)
+    with pytest.raises(ValueError):
+        fovea.Engine(tmp_path, backend="tpu")
