@@ -20,11 +20,12 @@ if [ "${1:-}" = "--test" ] && ! dpkg -s clang-14 libclang-rt-14-dev >/dev/null 2
 fi
 if [ "${1:-}" = "--test" ]; then
   # Test-only references: Pillow (pixel oracle), numpy, the openai client, pytest, sentencepiece (the tokenizer
-  # oracle; 1.4 MB), moto (a local S3 that checks SigV4 signatures) with boto3 to fill it. No torch: CPU torch +
-  # transformers would add ~800 MB to every CI run.
+  # oracle; 1.4 MB), moto (a local S3 that checks SigV4 signatures) with boto3 to fill it; nanobind +
+  # scikit-build-core build the Python module (scripts/build.sh), Ray Data runs its Predictor's test. No torch: CPU
+  # torch + transformers would add ~800 MB to every CI run.
   # Debian's own python3 is "externally managed" (PEP 668): there pip needs --break-system-packages.
-  wheels=(pillow numpy openai pytest sentencepiece "moto[server]" boto3)
-  if ! python3 -c 'import PIL, numpy, openai, pytest, sentencepiece, moto.server, boto3' 2>/dev/null; then
+  wheels=(pillow numpy openai pytest sentencepiece "moto[server]" boto3 nanobind scikit-build-core "ray[data]")
+  if ! python3 -c 'import PIL, numpy, openai, pytest, sentencepiece, moto.server, boto3, nanobind, scikit_build_core, ray.data' 2>/dev/null; then
     export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
     python3 -m pip install -q "${wheels[@]}" 2>/dev/null ||
       python3 -m pip install -q --break-system-packages "${wheels[@]}"

@@ -11,7 +11,9 @@ results="$PWD/build/test-results"
 rm -rf "$results" && mkdir -p "$results"
 (cd build && GTEST_OUTPUT="xml:$results/" ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1
 if ls tests/python/test_*.py >/dev/null 2>&1; then
-  FOVEA_BIN="$PWD/build/fovea" python3 -m pytest -q -rs --junitxml="$results/pytest.xml" tests/python || status=1
+  # build/python: the fovea package as scripts/build.sh builds it (also for Ray's worker processes).
+  FOVEA_BIN="$PWD/build/fovea" PYTHONPATH="$PWD/build/python${PYTHONPATH:+:$PYTHONPATH}" \
+    python3 -m pytest -q -rs --junitxml="$results/pytest.xml" tests/python || status=1
 fi
 python3 scripts/test_summary.py "$results" "tests" || true
 if [ "${FOVEA_SANITIZE_TESTS:-1}" != 0 ]; then

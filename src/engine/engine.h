@@ -73,6 +73,8 @@ using RequestCallback = std::function<void(const RequestEvent&)>;
 struct EngineConfig {
   std::string model_dir;
   std::string backend = "auto";   // cpu, cuda, auto
+  std::string gpus;               // "" one default device, "all" or "0,1,3": one engine per GPU (data parallel)
+  int replicas = 1;               // engines on the CPU backend, through the same data-parallel dispatch
   int kv_blocks = 0;              // 0: size from memory
   int block_size = 16;
   int max_step_tokens = 16384;    // token budget per step (image tokens count; ViT tiles are costed too)

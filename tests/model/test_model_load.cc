@@ -173,7 +173,7 @@ TEST(GoldenLoad, ShardedCheckpointLoadsTheSame) {
 }
 
 TEST(GoldenPixels, DecodeMatchesThePythonValues) {
-  // Values printed by python/make_golden.py's make_pixels() for these indices.
+  // Values printed by tools/golden/make_golden.py's make_pixels() for these indices.
   const Tensor all = test::golden_pixel_values(golden_dir(), {0, 1, 2, 3});
   auto at = [&](int t, int c, int y, int x) { return all.ptr<float>()[((t * 3 + c) * 448 + y) * 448 + x]; };
   EXPECT_EQ(at(0, 0, 0, 0), 1.75f);

@@ -2,8 +2,14 @@
 import os
 import shutil
 import subprocess
+import sys
 
 import pytest
+
+# The Python package as built next to the binary (build/python/fovea), when PYTHONPATH does not already have it.
+_BUILT_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(os.environ.get("FOVEA_BIN", "") or ".")), "python")
+if os.path.isdir(os.path.join(_BUILT_PACKAGE, "fovea")) and _BUILT_PACKAGE not in sys.path:
+    sys.path.insert(0, _BUILT_PACKAGE)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds the tiny random InternVL golden checkpoints and reference outputs under tests/data/golden/.
 
-Run from the repository root:  python3 python/make_golden.py [--out tests/data/golden]
+Run from the repository root:  python3 tools/golden/make_golden.py [--out tests/data/golden]
 Needs torch (CPU) and transformers (5.24.0 made the committed files); the outputs are committed so CI needs
 neither. See tests/data/golden/README.md for the layout. Everything is float32, eager attention, fixed seeds.
 """
