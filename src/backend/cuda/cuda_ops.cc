@@ -74,7 +74,8 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
   const int64_t group = scaling == Fp8Scaling::Block ? kFp8Block : k;
   const size_t codes_bytes = (size_t(m) * size_t(k) + 255) / 256 * 256;
-  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(m) * size_t((k + group - 1) / group);
+  const int64_t scale_ld = scaling == Fp8Scaling::Block ? fp8_activation_scale_ld(m) : m;
+  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(scale_ld) * size_t((k + group - 1) / group);
   uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_floats * sizeof(float));
   if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
@@ -87,7 +88,7 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
     launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
   } else {
     auto* scales = reinterpret_cast<float*>(activation + codes_bytes);
-    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, stream_);
+    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, scale_ld, stream_);
     x_scale = scales;
   }
   const auto* codes = static_cast<const uint8_t*>(w8.data);
