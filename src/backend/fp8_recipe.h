@@ -6,7 +6,8 @@
 //   Tensor   one for the whole x                     one, [1]                          SCALAR_32F x SCALAR_32F
 //   Channel  one per token (row of x)                one per output channel, [N]       OUTER_VEC_32F x OUTER_VEC_32F
 //   Block    one per token and 128-column block      one per 128x128 block,            VEC128_32F x BLK128x128_32F
-//                                                    [ceil(N/128), ld] (see below)
+//            (on CUDA: [ceil(K/128), M rounded      [ceil(N/128), ld] (see below)
+//            up to 4], token-contiguous)
 //
 // Every scale is max|v| / 448 over its group (1 for an all-zero group), every code f32_to_e4m3(v / scale): an
 // IEEE division, no reciprocal, the same on the CPU and in the CUDA kernels. Partial last blocks (K or N not a

@@ -1,5 +1,7 @@
 #include "fetch/fetch.h"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -110,12 +112,16 @@ void limit_protocols(const CurlApi& api, CURL* curl) {
 #pragma GCC diagnostic pop
 }
 
-// S3's error bodies are XML with a <Code> (NoSuchKey, AccessDenied, SignatureDoesNotMatch): worth naming.
+// S3's error bodies are XML with a <Code> (NoSuchKey, AccessDenied, SignatureDoesNotMatch): worth naming. Only
+// a short alphanumeric code is taken, so a hostile body cannot put anything else into the one-line message.
 std::string s3_error_code(const std::string& body) {
   const size_t b = body.find("<Code>");
   const size_t e = body.find("</Code>");
-  if (b == std::string::npos || e == std::string::npos || e < b || e - b > 70) return "";
-  return body.substr(b + 6, e - b - 6);
+  if (b == std::string::npos || e == std::string::npos || e <= b + 6 || e - b > 70) return "";
+  const std::string code = body.substr(b + 6, e - b - 6);
+  for (unsigned char c : code)
+    if (!std::isalnum(c) && c != '.') return "";
+  return code;
 }
 
 // Turns a finished attempt into a FetchError (retryable or not), or returns when it succeeded.

@@ -65,12 +65,17 @@ TEST_F(OpsTest, LinearFp8Recipes) {
         const bool with_bias = variant & 1;
         const Activation act = variant & 2 ? Activation::Gelu : Activation::None;
         Twin y = output({c.m, c.n});
+        const std::string what = std::string("linear_fp8 ") + fp8_scaling_name(scaling) + " M=" +
+                                 std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) +
+                                 (with_bias ? " bias" : "") + (act == Activation::Gelu ? " gelu" : "");
         cpu_->linear_fp8_scaled(x.cpu, w8.cpu, ws.cpu, scaling, with_bias ? bias.cpu : Tensor{}, y.cpu, act);
-        gpu_->linear_fp8_scaled(x.gpu, w8.gpu, ws.gpu, scaling, with_bias ? bias.gpu : Tensor{}, y.gpu, act);
-        expect_close(y, kBf16Tol,
-                     std::string("linear_fp8 ") + fp8_scaling_name(scaling) + " M=" + std::to_string(c.m) +
-                         " K=" + std::to_string(c.k) + " N=" + std::to_string(c.n) + (with_bias ? " bias" : "") +
-                         (act == Activation::Gelu ? " gelu" : ""));
+        try {  // a shape cuBLASLt refuses fails its case alone: one device run reports every case
+          gpu_->linear_fp8_scaled(x.gpu, w8.gpu, ws.gpu, scaling, with_bias ? bias.gpu : Tensor{}, y.gpu, act);
+        } catch (const Error& e) {
+          ADD_FAILURE() << what << ": " << e.what();
+          continue;
+        }
+        expect_close(y, kBf16Tol, what);
       }
     }
   }

@@ -1,4 +1,6 @@
 // CudaBackend's ops: check shapes and dtypes on the host (fovea::Error on a mismatch), then launch.
+#include <cstdlib>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quantize_fp8.h"
@@ -32,6 +34,17 @@ void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char* what)
   FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
   FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
   FOVEA_CHECK(t.numel() == numel, what, ": shape ", shape_str(t.shape), ", expected ", numel, " elements");
+}
+
+// The row stride of the 1x128 activation block scales: padded to 4 (TransformerEngine's layout), or exactly M
+// with FOVEA_FP8_BLOCK_SCALE_LD=exact (PyTorch's _scaled_mm checks that one): which of the two cuBLASLt reads
+// when M is not a multiple of 4 is the device A/B's question (bench/kernels/fp8_recipes_device.sh).
+int64_t block_scale_ld(int64_t m) {
+  static const bool exact = [] {
+    const char* v = std::getenv("FOVEA_FP8_BLOCK_SCALE_LD");
+    return v != nullptr && std::string(v) == "exact";
+  }();
+  return exact ? m : fp8_activation_scale_ld(m);
 }
 
 }  // namespace
@@ -74,7 +87,8 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
   const int64_t group = scaling == Fp8Scaling::Block ? kFp8Block : k;
   const size_t codes_bytes = (size_t(m) * size_t(k) + 255) / 256 * 256;
-  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(m) * size_t((k + group - 1) / group);
+  const int64_t scale_ld = scaling == Fp8Scaling::Block ? block_scale_ld(m) : m;
+  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(scale_ld) * size_t((k + group - 1) / group);
   uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_floats * sizeof(float));
   if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
@@ -87,7 +101,7 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
     launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
   } else {
     auto* scales = reinterpret_cast<float*>(activation + codes_bytes);
-    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, stream_);
+    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, scale_ld, stream_);
     x_scale = scales;
   }
   const auto* codes = static_cast<const uint8_t*>(w8.data);

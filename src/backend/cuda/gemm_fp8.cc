@@ -9,7 +9,8 @@ namespace {
 // A is the weight, B the activation (see plan_for). OUTER_VEC_32F scales A's rows of the product (cuBLASLt's m:
 // our N, per channel) and B's columns (cuBLASLt's n: our M, per token). For blocks, A (the weight, K-major) takes
 // one scale per 128x128 block and B (the activation) one per 128 consecutive K elements of a token; both layouts
-// as PyTorch's torch._scaled_mm hands them to cuBLASLt for DeepSeek-style scaling (fp8_recipe.h).
+// as PyTorch's torch._scaled_mm and TransformerEngine's GEMM-ready block tensors hand them to cuBLASLt for
+// DeepSeek-style scaling (fp8_recipe.h; the activation's token stride padded to 4 as TransformerEngine pads it).
 void set_scale_modes(LtPlan& plan, Fp8Scaling scaling) {
   int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   if (scaling == Fp8Scaling::Channel) {

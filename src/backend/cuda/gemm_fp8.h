@@ -31,8 +31,8 @@ class LtFp8Gemm {
 
   // x8 [M,K] and w8 [N,K] hold E4M3 codes, row-major; K a multiple of 16, N of 8 (cuBLASLt's FP8 alignment).
   // epilogue: None, Bias, Gelu or BiasGelu (bias non-null exactly for the Bias ones). x_scale / w_scale: one
-  // float each (Tensor), M / N floats (Channel), or ceil(K/128) x M group-major / the weight's block scales
-  // (Block).
+  // float each (Tensor), M / N floats (Channel), or ceil(K/128) columns of M (row stride M rounded up to 4) /
+  // the weight's block scales (Block).
   // Returns false, having written nothing, when cuBLASLt has no algorithm for this epilogue under these scale
   // modes (whether its vector-scaled kernels fuse bias / GELU is not documented); the caller then runs the GEMM
   // without the epilogue and applies it itself. The refusal is remembered per shape.

@@ -89,7 +89,8 @@ __global__ void quantize_rows_kernel(const bf16* x, int64_t cols, uint8_t* xq, f
 
 // Per 1x128 block: one warp per (row, block), 4 columns per lane; items in row-major order so neighbouring warps
 // read neighbouring memory. A partial last block leaves its upper lanes idle (zeros for the max).
-__global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols, uint8_t* xq, float* scales) {
+__global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols, uint8_t* xq, float* scales,
+                                       int64_t scale_ld) {
   const int64_t groups = (cols + 127) / 128;
   const int64_t item = int64_t(blockIdx.x) * (kFp8Threads / 32) + threadIdx.x / 32;
   if (item >= rows * groups) return;  // the whole warp leaves together
@@ -97,7 +98,7 @@ __global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols
   float v[4] = {0.f, 0.f, 0.f, 0.f};
   if (c < cols) load4(x + r * cols + c, v);
   const float scale = scale_of(warp_max(absmax4(v)));
-  if (threadIdx.x % 32 == 0) scales[g * rows + r] = scale;
+  if (threadIdx.x % 32 == 0) scales[g * scale_ld + r] = scale;
   if (c < cols) store_codes4(xq + r * cols + c, v, scale);
 }
 
@@ -121,17 +122,17 @@ void launch_fp8_epilogue(bf16* y, const bf16* bias, int64_t rows, int64_t cols, 
 }
 
 void launch_quantize_fp8_groups(const bf16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq, float* scales,
-                                cudaStream_t stream) {
+                                int64_t scale_ld, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
   FOVEA_CHECK(cols % 4 == 0 && (group == cols || group == 128) && reinterpret_cast<uintptr_t>(x) % 8 == 0 &&
-                  reinterpret_cast<uintptr_t>(xq) % 4 == 0,
+                  reinterpret_cast<uintptr_t>(xq) % 4 == 0 && scale_ld >= rows,
               "quantize_fp8_groups: needs K a multiple of 4, groups of K or 128 and aligned buffers");
   if (group == cols) {
     quantize_rows_kernel<<<unsigned(rows), kFp8Threads, 0, stream>>>(x, cols, xq, scales);
   } else {
     const int64_t items = rows * ((cols + 127) / 128);
     quantize_blocks_kernel<<<blocks_for(items, kFp8Threads / 32), kFp8Threads, 0, stream>>>(x, rows, cols, xq,
-                                                                                            scales);
+                                                                                            scales, scale_ld);
   }
   FOVEA_CUDA_CHECK_LAUNCH();
 }

@@ -9,12 +9,15 @@
 namespace fovea::cuda {
 
 // x [rows, cols] bf16 in groups of `group` consecutive columns of one row (group = cols: per token; 128:
-// DeepSeek's 1x128 blocks; the last group may be partial). scales[g * rows + r] = max|x[r, group g]| / 448 (1
+// DeepSeek's 1x128 blocks; the last group may be partial). scales[g * scale_ld + r] = max|x[r, group g]| / 448 (1
 // when all zero): the group-major layout cuBLASLt's OUTER_VEC_32F (one group) and VEC128_32F modes read for the
-// B operand. xq = e4m3(x / scale), saturating. x 8-byte and xq 4-byte aligned, cols a multiple of 4 (throws
+// B operand (scale_ld >= rows: VEC128 wants each block's column 16-byte aligned, fp8_activation_scale_ld). xq = e4m3(x / scale), saturating. x 8-byte and xq 4-byte aligned, cols a multiple of 4 (throws
 // otherwise).
 void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t cols, int64_t group, uint8_t* xq,
-                                float* scales, cudaStream_t stream);
+                                float* scales, int64_t scale_ld, cudaStream_t stream);
+// The row stride of the 1x128 activation block scales for `rows` tokens: rows rounded up to a multiple of 4 (16
+// bytes), as TransformerEngine's GEMM_READY block-scaled tensors lay them out for cuBLASLt.
+inline int64_t fp8_activation_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
 // y[r, c] = act(y[r, c] + bias[c]) in place (bias may be null; act: GELU (erf) when gelu): the epilogue of an FP8
 // GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run returned false).
 void launch_fp8_epilogue(__nv_bfloat16* y, const __nv_bfloat16* bias, int64_t rows, int64_t cols, bool gelu,
