@@ -14,6 +14,7 @@ struct MediaOptions {
   bool allow_remote = false;
   int64_t max_bytes = 20ll * 1024 * 1024;
   int remote_timeout_ms = 10000;
+  int local_timeout_ms = 10000;  // to read one local file (regular files only)
 };
 
 // A request's fault (bad URL, refused source, missing file): the server answers 400 with this message.
