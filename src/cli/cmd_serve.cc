@@ -2,6 +2,11 @@
 // loads), then loads the model; SIGTERM or SIGINT drains the requests in flight and stops.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 #include <condition_variable>
 #include <cstdio>
@@ -20,7 +25,8 @@ const char* kUsage =
     "usage: fovea serve --model DIR [--host 127.0.0.1] [--port 8000] [--api-key KEY]\n"
     "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http:// URLs)  --max-media-bytes N\n"
     "         --remote-timeout-ms N\n"
-    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 256)\n"
+    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024; at the limit the least recently\n"
+    "          active idle connection is closed)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
@@ -95,6 +101,18 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   return c;
 }
 
+// Each connection is a file descriptor: the soft limit (often 1024) is raised toward the hard one so that
+// --max-connections, not EMFILE, is what a crowd of clients meets.
+void raise_open_files_limit(int max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, rlim_t(max_connections) + 256);
+  if (limit.rlim_cur < wanted) {
+    limit.rlim_cur = wanted;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
 // Signals are taken by one thread with sigwait, so no handler runs inside locked library code.
 class StopSignal {
  public:
@@ -143,6 +161,7 @@ int serve_main(const std::vector<std::string>& raw) {
     return e.message.empty() ? 0 : 2;
   }
   static StopSignal* stop = new StopSignal();  // lives to process exit with its detached thread
+  raise_open_files_limit(config.api.http.max_connections);
   ApiServer server(config.api);
   server.start();
   std::fprintf(stderr, "fovea serve: listening on http://%s:%d (loading %s)\n", config.api.http.host.c_str(),
@@ -152,6 +171,13 @@ int serve_main(const std::vector<std::string>& raw) {
   std::fprintf(stderr, "fovea serve: model %s ready\n", service->model_name().c_str());
   const int sig = stop->wait();
   std::fprintf(stderr, "fovea serve: signal %d, draining\n", sig);
+  // shutdown() waits the drain timeout, cancels what is left and waits that long again; should anything still
+  // hold it (a bug, a stuck device), the process ends anyway rather than outlive its supervisor's patience.
+  std::thread([limit_ms = 2 * config.drain_timeout_ms + 10000] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
+    std::fprintf(stderr, "fovea serve: shutdown did not finish within %d ms, exiting\n", limit_ms);
+    std::_Exit(1);
+  }).detach();
   server.shutdown(config.drain_timeout_ms);
   std::fprintf(stderr, "fovea serve: stopped\n");
   return 0;

@@ -59,6 +59,9 @@ class Scheduler {
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   // Runs one step of the runner (ViT for the step's new images, then the LLM). Returns whether anything ran.
   bool step();
+  // Called in step() once the step is planned (sequences admitted, blocks taken), before the runner works: the
+  // engine publishes its stats there, so a long step shows what it holds.
+  void set_before_run(std::function<void()> hook) { before_run_ = std::move(hook); }
 
   int waiting() const { return int(waiting_.size()); }
   int running() const;  // admitted and not finished (finished ones leave running_ at the end of the step)
@@ -117,6 +120,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   SchedulerCounters counters_;
+  std::function<void()> before_run_;
 };
 
 }  // namespace fovea

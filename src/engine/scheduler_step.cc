@@ -25,6 +25,7 @@ bool Scheduler::step() {
     std::erase_if(running_, [](const std::unique_ptr<Sequence>& s) { return s->finished; });
     return true;
   }
+  if (before_run_) before_run_();
   encode_planned(plan);
   std::erase_if(plan.chunks, [](const PlannedChunk& c) { return c.seq->finished; });
   if (!plan.chunks.empty()) {
