@@ -369,6 +369,17 @@ TEST_F(ApiServerTest, SlowBodiesHoldNoHandler) {
   EXPECT_EQ(quick.read_response(3000).status, 200);
 }
 
+// A body that stops arriving gets 408 once the body timeout passes, and the connection closes.
+TEST_F(ApiServerTest, StalledBodyTimesOut) {
+  ApiServerOptions options;
+  options.http.body_timeout_ms = 300;
+  start(options);
+  Client c(server_->port());
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess");
+  EXPECT_EQ(c.read_response(3000).status, 408);
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
 // A wrong key is refused on the head alone: the body (which may never come) is not waited for.
 TEST_F(ApiServerTest, MissingKeyIsRefusedBeforeTheBody) {
   ApiServerOptions options;

@@ -122,6 +122,18 @@ TEST(OpenAiParse, JsonDepthAndElementLimits) {
   EXPECT_TRUE(parse("{" + messages + R"(,"x":)" + shallow + "}", &r, &e)) << e.message;
 }
 
+TEST(OpenAiParse, ImagesPerRequestLimit) {
+  std::string parts;
+  for (int i = 0; i < 17; ++i) parts += R"({"type":"image_url","image_url":{"url":"x"}},)";
+  ChatRequest r;
+  ApiError e;
+  std::vector<std::string> seen;
+  EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":[)" + parts + R"({"type":"text","text":"q"}]}]})", &r, &e,
+                     &seen));
+  EXPECT_NE(e.message.find("too many images: 17 (the limit is 16)"), std::string::npos) << e.message;
+  EXPECT_TRUE(seen.empty());  // refused before any image was loaded
+}
+
 TEST(OpenAiParse, MediaIsLoadedOnlyAfterCheapChecks) {
   ChatRequest r;
   ApiError e;
