@@ -1,5 +1,6 @@
 // fovea serve: the OpenAI-compatible HTTP server. It listens first (so /health can say 503 while the model
 // loads), then loads the model; SIGTERM or SIGINT drains the requests in flight and stops.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -162,6 +163,10 @@ int serve_main(const std::vector<std::string>& raw) {
   }
   static StopSignal* stop = new StopSignal();  // lives to process exit with its detached thread
   raise_open_files_limit(config.api.http.max_connections);
+  // Large buffers (request bodies, prompts, their JSON and copies) are mapped and unmapped on their own: with the
+  // default dynamic threshold glibc soon keeps them in per-thread arenas, and with hundreds of handler threads
+  // over-long requests left ~1 GB retained.
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
   ApiServer server(config.api);
   server.start();
   std::fprintf(stderr, "fovea serve: listening on http://%s:%d (loading %s)\n", config.api.http.host.c_str(),

@@ -1,6 +1,7 @@
 """fovea serve's limits on hostile or careless requests, on CPU with the demo model: a prompt over the model's
 context is 400 (not 500) before its images are decoded, a client that leaves a long non-streamed request stops
-its work within a step, and a FIFO in the media directory neither blocks a handler nor the shutdown."""
+its work within a step, over-long prompts leave no memory retained, and a FIFO in the media directory neither
+blocks a handler nor the shutdown."""
 import base64
 import http.client
 import io
@@ -11,7 +12,7 @@ import time
 
 import pytest
 
-from serve_util import metrics, start_server, stop
+from serve_util import metrics, rss_kib, start_server, stop
 
 Image = pytest.importorskip("PIL.Image")
 FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
@@ -94,6 +95,18 @@ def test_client_that_leaves_a_long_prefill_stops_it_within_a_step(served):
     # The prompt takes several CPU steps of 1024 tokens: cancelled, it stops after the step in progress.
     assert freed < full / 2, f"blocks freed {freed:.2f} s after the client left; the whole request took {full:.2f} s"
     assert metrics(port)["fovea_requests_cancelled_total"] >= 1
+
+
+def test_over_long_prompts_leave_no_memory_behind(served):
+    proc, port = served
+    body = {"messages": [{"role": "user", "content": "word " * 4_000_000}], "max_tokens": 1}  # 20 MB
+    after = []
+    for _ in range(3):
+        status, _ = post(port, body)
+        assert status == 400
+        after.append(rss_kib(proc.pid))
+    # Retained in per-thread malloc arenas, each such request used to add tens of MB for good.
+    assert after[-1] <= after[0] * 1.15, f"RSS after each 20 MB prompt (KiB): {after}"
 
 
 def test_fifo_in_media_dir_neither_blocks_nor_holds_shutdown(served):
