@@ -174,6 +174,7 @@ int open_listen_socket(const std::string& host, int port, int* bound_port) {
 
 Server::Server(ServerOptions options, Handler handler, Triage triage)
     : options_(std::move(options)), handler_(std::move(handler)), triage_(std::move(triage)) {}
+
 Server::~Server() { stop(); }
 
 void Server::start() {
