@@ -29,6 +29,7 @@ const char* kUsage =
     "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024; at the limit the least recently\n"
     "          active idle connection is closed)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
+    "          --max-body-memory N (request bodies held at once, default 1 GiB; beyond it: 503)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
@@ -53,7 +54,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   const Args args(raw);
   try {
     args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
-                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
+                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-body-memory", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
                      "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--help"});
@@ -80,6 +81,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     c.api.http.port = args.get_int("--port", 8000);
     c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
     c.api.http.max_connections = args.get_int("--max-connections", 1024);
+    c.api.http.max_body_memory = size_t(args.get_double("--max-body-memory", 1024.0 * 1024 * 1024));
     c.api.http.handler_threads = args.get_int("--threads", 256);
     c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
     c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);

@@ -38,6 +38,7 @@ class ApiServer {
   // clients get 503), drains the engine, stops.
   void shutdown(int timeout_ms);
   ServerCounters counters() const;
+  size_t body_memory() const { return http_.body_memory(); }  // request body bytes held now
 
  private:
   void handle(http::Exchange& ex);

@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -33,6 +35,7 @@ struct Server::Connection {
   Clock::time_point deadline;                    // of the phase: idle keep-alive, head, or body
   Clock::time_point last_active = Clock::now();  // last byte received or response sent: eviction order
   Request request;                               // the complete request, for the handler
+  size_t reserved = 0;                           // body bytes counted against max_body_memory
 };
 
 namespace {
@@ -222,8 +225,29 @@ void Server::stop() {
   listen_fd_ = wake_fd_ = -1;
 }
 
+bool Server::reserve_body(Connection& conn) {
+  const Request& r = conn.parser.request();
+  size_t wanted = r.body.size();
+  const std::string length = r.header("content-length");  // validated by the parser
+  if (!length.empty()) wanted = std::max(wanted, size_t(std::strtoull(length.c_str(), nullptr, 10)));
+  if (wanted <= conn.reserved) return true;
+  const size_t more = wanted - conn.reserved;
+  if (body_memory_.fetch_add(more) + more > options_.max_body_memory) {
+    body_memory_.fetch_sub(more);
+    return false;
+  }
+  conn.reserved = wanted;
+  return true;
+}
+
+void Server::release_body(Connection& conn) {
+  body_memory_.fetch_sub(conn.reserved);
+  conn.reserved = 0;
+}
+
 void Server::close_connection(std::unique_ptr<Connection> conn) {
   if (!conn) return;
+  release_body(*conn);
   ::close(conn->fd);
   open_connections_--;
 }
@@ -232,6 +256,7 @@ void Server::give_back(std::unique_ptr<Connection> conn) {
   const auto now = Clock::now();
   conn->parser.reset();
   conn->request = Request{};
+  release_body(*conn);
   conn->phase = Connection::Phase::Idle;
   conn->triaged = false;
   conn->fresh = true;  // pipelined bytes may already hold the next request
@@ -360,6 +385,13 @@ Server::Progress Server::parse_buffered(Connection& conn, Clock::time_point now)
     }
     if (!conn.parser.headers_done()) return Progress::Waiting;
     const bool complete = state == RequestParser::State::Done;
+    if (!reserve_body(conn)) {
+      send_now(conn.fd, format_response(503, "application/json",
+                                        error_body("the server is receiving too many request bodies; retry later",
+                                                   "server_error"),
+                                        false, {"Retry-After: 1"}));
+      return Progress::Closed;
+    }
     if (!conn.triaged) {
       conn.triaged = true;
       conn.phase = Connection::Phase::Body;
@@ -373,6 +405,7 @@ Server::Progress Server::parse_buffered(Connection& conn, Clock::time_point now)
             !keep)
           return Progress::Closed;
         conn.parser.reset();
+        release_body(conn);
         conn.phase = Connection::Phase::Idle;
         conn.triaged = false;
         conn.fresh = true;  // a pipelined request may follow

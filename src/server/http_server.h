@@ -32,6 +32,10 @@ struct ServerOptions {
   int body_timeout_ms = 60000;       // to receive the whole body
   int idle_timeout_ms = 60000;       // keep-alive connection with no request
   int send_timeout_ms = 30000;       // a client that does not read its response
+  // Request bodies held at once (being received or handled; a Content-Length counts in full once its head is
+  // in). A body that would go beyond gets 503 and the connection closes, so many large slow bodies cannot
+  // exhaust memory.
+  size_t max_body_memory = size_t(1) << 30;
 };
 
 // The response side of one request, handed to the handler.
@@ -83,6 +87,7 @@ class Server {
   int open_connections() const { return open_connections_.load(); }
   int active_requests() const { return active_requests_.load(); }
   int64_t evicted_connections() const { return evicted_.load(); }
+  size_t body_memory() const { return body_memory_.load(); }
 
   struct Connection;
 
@@ -90,6 +95,8 @@ class Server {
   enum class Progress { Waiting, Ready, Closed };
   Progress advance(Connection& conn, short revents, std::chrono::steady_clock::time_point now);
   Progress parse_buffered(Connection& conn, std::chrono::steady_clock::time_point now);
+  bool reserve_body(Connection& conn);  // counts the body against max_body_memory; false when it does not fit
+  void release_body(Connection& conn);
   void accept_new(std::vector<std::unique_ptr<Connection>>& polled);
   void poll_loop();
   void worker_loop();
@@ -109,6 +116,7 @@ class Server {
   std::atomic<int> open_connections_{0};
   std::atomic<int> active_requests_{0};
   std::atomic<int64_t> evicted_{0};
+  std::atomic<size_t> body_memory_{0};  // sum of the connections' reserved body bytes
   std::thread poller_;
   std::vector<std::thread> workers_;
 

@@ -380,6 +380,28 @@ TEST_F(ApiServerTest, StalledBodyTimesOut) {
   EXPECT_TRUE(c.closed_by_peer());
 }
 
+// Bodies held at once are bounded: one that would go beyond the budget gets 503; the budget comes back with
+// the response.
+TEST_F(ApiServerTest, BodyMemoryIsBounded) {
+  ApiServerOptions options;
+  options.http.max_body_memory = 1000;
+  start(options);
+  Client first(server_->port());
+  first.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n{");
+  ASSERT_TRUE(eventually([&] { return server_->body_memory() == 800; }));
+  Client second(server_->port());
+  second.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n{");
+  const Response refused = second.read_response(3000);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.head.header("retry-after"), "1");
+  first.send(std::string(799, ' '));
+  EXPECT_EQ(first.read_response(3000).status, 400);  // "{" and spaces: not JSON
+  EXPECT_TRUE(eventually([&] { return server_->body_memory() == 0; }));
+  Client third(server_->port());
+  third.send_request("POST", "/v1/chat/completions", chat_body(1, false));
+  EXPECT_EQ(third.read_response(3000).status, 200);
+}
+
 // A wrong key is refused on the head alone: the body (which may never come) is not waited for.
 TEST_F(ApiServerTest, MissingKeyIsRefusedBeforeTheBody) {
   ApiServerOptions options;
