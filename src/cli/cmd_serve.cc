@@ -1,7 +1,13 @@
 // fovea serve: the OpenAI-compatible HTTP server. It listens first (so /health can say 503 while the model
 // loads), then loads the model; SIGTERM or SIGINT drains the requests in flight and stops.
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 
 #include <condition_variable>
 #include <cstdio>
@@ -21,8 +27,10 @@ const char* kUsage =
     "  media: --allowed-media-dir DIR (local paths)  --allow-remote-media (http(s):// URLs)  --max-media-bytes N\n"
     "         --remote-timeout-ms N  --allow-s3-media (s3:// URLs too, read with the server's AWS credentials)\n"
     "         --ca-file PEM (TLS roots; default FOVEA_CA_BUNDLE or the system's)  --s3-endpoint URL\n"
-    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 256)\n"
+    "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024; at the limit the least recently\n"
+    "          active idle connection is closed)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
+    "          --max-body-memory N (request bodies held at once, default 1 GiB; beyond it: 503)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
@@ -49,7 +57,8 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
                      "--allow-s3-media", "--ca-file", "--s3-endpoint",
-                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
+                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-body-memory",
+                     "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
                      "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--help"});
@@ -79,6 +88,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     c.api.http.port = args.get_int("--port", 8000);
     c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
     c.api.http.max_connections = args.get_int("--max-connections", 1024);
+    c.api.http.max_body_memory = size_t(args.get_double("--max-body-memory", 1024.0 * 1024 * 1024));
     c.api.http.handler_threads = args.get_int("--threads", 256);
     c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
     c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);
@@ -99,6 +109,18 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   if (c.api.http.max_connections < 1 || c.api.http.handler_threads < 1) throw UsageError{"limits must be positive"};
   if (c.engine.max_queue < 1) throw UsageError{"--max-queue must be at least 1"};
   return c;
+}
+
+// Each connection is a file descriptor: the soft limit (often 1024) is raised toward the hard one so that
+// --max-connections, not EMFILE, is what a crowd of clients meets.
+void raise_open_files_limit(int max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = std::min<rlim_t>(limit.rlim_max, rlim_t(max_connections) + 256);
+  if (limit.rlim_cur < wanted) {
+    limit.rlim_cur = wanted;
+    ::setrlimit(RLIMIT_NOFILE, &limit);
+  }
 }
 
 // Signals are taken by one thread with sigwait, so no handler runs inside locked library code.
@@ -149,6 +171,11 @@ int serve_main(const std::vector<std::string>& raw) {
     return e.message.empty() ? 0 : 2;
   }
   static StopSignal* stop = new StopSignal();  // lives to process exit with its detached thread
+  raise_open_files_limit(config.api.http.max_connections);
+  // Large buffers (request bodies, prompts, their JSON and copies) are mapped and unmapped on their own: with the
+  // default dynamic threshold glibc soon keeps them in per-thread arenas, and with hundreds of handler threads
+  // over-long requests left ~1 GB retained.
+  ::mallopt(M_MMAP_THRESHOLD, 4 << 20);
   ApiServer server(config.api);
   server.start();
   std::fprintf(stderr, "fovea serve: listening on http://%s:%d (loading %s)\n", config.api.http.host.c_str(),
@@ -158,6 +185,13 @@ int serve_main(const std::vector<std::string>& raw) {
   std::fprintf(stderr, "fovea serve: model %s ready\n", service->model_name().c_str());
   const int sig = stop->wait();
   std::fprintf(stderr, "fovea serve: signal %d, draining\n", sig);
+  // shutdown() waits the drain timeout, cancels what is left and waits that long again; should anything still
+  // hold it (a bug, a stuck device), the process ends anyway rather than outlive its supervisor's patience.
+  std::thread([limit_ms = 2 * config.drain_timeout_ms + 10000] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(limit_ms));
+    std::fprintf(stderr, "fovea serve: shutdown did not finish within %d ms, exiting\n", limit_ms);
+    std::_Exit(1);
+  }).detach();
   server.shutdown(config.drain_timeout_ms);
   std::fprintf(stderr, "fovea serve: stopped\n");
   return 0;

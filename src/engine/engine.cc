@@ -29,6 +29,7 @@ void Engine::Impl::start() {
   }
   prep_context.desc = &desc;
   prep_context.tokenizer = tokenizer.get();
+  prep_context.max_token_bytes = longest_token_bytes(*tokenizer);
   if (config.max_image_pixels > 0) prep_context.limits.max_pixels = config.max_image_pixels;
   // Every request is prepared the same way, so a ViT batch never mixes byte tiles with float ones.
   prep_context.gpu_normalize = config.gpu_normalize && runner->accepts_u8_tiles();
@@ -46,6 +47,7 @@ void Engine::Impl::start() {
   // tiles) do not pile up in memory when the GPU is the bottleneck.
   prefetch_limit = std::max(16, 2 * pool->size() + 4);
   stats.kv_blocks_total = scheduler->blocks().num_blocks();
+  scheduler->set_before_run([this] { publish_stats(); });
   scheduler_thread = std::thread([this] { scheduler_loop(); });
 }
 

@@ -13,9 +13,13 @@
 namespace fovea {
 namespace {
 
+// The CPU reference's step token budget (see the Engine constructor).
+constexpr int kCpuMaxStepTokens = 1024;
+
 // KV positions to allocate when the config says 0: a fixed share of memory (40 GB on a GPU; 512 MB and at
 // most 64k positions on the CPU reference, which only runs small models and tests), divided by the bytes one
 // position takes over all layers; never less than two full steps.
+
 int default_kv_blocks(const ModelDesc& desc, const Backend& backend, int block_size, int max_step_tokens) {
   const bool gpu = backend.device() == Device::CUDA;
   const double budget_bytes = gpu ? 40e9 : 512e6;
@@ -102,12 +106,15 @@ void log_w4(const ModelRunner& runner) {
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   impl.config = config;
-  // Benchmark A/B switches for the step shape (token budget, ViT tiles per step); the config's values otherwise.
-  if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   RunnerOptions opts;
   apply_quantization(config.quantization, opts);  // before any loading: a bad name fails at once
   std::unique_ptr<Backend> backend = make_backend(config.backend);
   const bool gpu = backend->device() == Device::CUDA;
+  // A step cannot be interrupted, and the CPU reference spends seconds on a thousand prompt tokens: shorter
+  // steps there let a cancel (a client that went away) take effect within one (13 official tiles still fit).
+  if (!gpu) impl.config.max_step_tokens = std::min(impl.config.max_step_tokens, kCpuMaxStepTokens);
+  // Benchmark A/B switches for the step shape (token budget, ViT tiles per step); the values above otherwise.
+  if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   LoadOptions load;
   load.keep_w4 = keep_w4_packed(config, gpu);
   LoadedModel model = load_model(config.model_dir, load);

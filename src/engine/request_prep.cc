@@ -57,11 +57,45 @@ int64_t RecentImages::hits() const {
   return hits_;
 }
 
+std::string context_length_error(int64_t prompt_tokens, int max_position, bool at_least) {
+  return str("prompt of ", at_least ? "at least " : "", prompt_tokens,
+             " tokens exceeds the model's context length of ", max_position, " (max_position_embeddings)");
+}
+
+int longest_token_bytes(const Tokenizer& tokenizer) {
+  size_t longest = 0;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id)
+    longest = std::max(longest, tokenizer.decode_bytes({id}).size());
+  return int(longest);
+}
+
+namespace {
+
+// Cheap checks before the costly work: the text's bytes bound its tokens from below (the factor 2 and the 4
+// bytes cover normalisation and a dropped leading space), then the text is tokenized with one tile per image,
+// the fewest an image can take. Either over the context fails the request before any image is decoded.
+void check_context_early(const Request& request, const PrepContext& context) {
+  const int max_position = context.desc->llm.max_position;
+  if (context.max_token_bytes > 0) {
+    const int64_t text_bytes = int64_t(request.prompt.size() + request.system.size());
+    const int64_t fewest_tokens = text_bytes / (2 * (int64_t(context.max_token_bytes) + 4));
+    if (fewest_tokens > max_position) FOVEA_FAIL(context_length_error(fewest_tokens, max_position, true));
+  }
+  if (request.images.empty()) return;  // the scheduler checks the exact count
+  const PromptIds fewest = build_chat_prompt(*context.desc, *context.tokenizer, request.system, request.prompt,
+                                             std::vector<int>(request.images.size(), 1));
+  if (int64_t(fewest.ids.size()) > max_position)
+    FOVEA_FAIL(context_length_error(int64_t(fewest.ids.size()), max_position, true));
+}
+
+}  // namespace
+
 PreparedRequest prepare_request(int64_t id, const Request& request, const PrepContext& context) {
   const ModelDesc& desc = *context.desc;
   const Tokenizer& tokenizer = *context.tokenizer;
   FOVEA_CHECK(request.max_tiles >= 0, "max_tiles must be >= 0, got ", request.max_tiles);
   const PreprocessOptions options = preprocess_options(request, context);
+  check_context_early(request, context);
 
   PreparedRequest prepared;
   prepared.id = id;

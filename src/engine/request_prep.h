@@ -50,7 +50,15 @@ struct PrepContext {
   ImageLimits limits;
   bool gpu_normalize = false;  // the runner takes U8 tiles: skip the host's F32 normalisation
   RecentImages* recent = nullptr;  // optional
+  int max_token_bytes = 0;     // the longest token's text (longest_token_bytes); 0: no byte bound
 };
+
+// The error for a prompt longer than the model's context; the server answers it with 400.
+std::string context_length_error(int64_t prompt_tokens, int max_position, bool at_least = false);
+
+// Bytes of the longest token's text: a text of B bytes has at least B / that many tokens, which refuses a
+// prompt far beyond the context before it is tokenized.
+int longest_token_bytes(const Tokenizer& tokenizer);
 
 // The options preprocess_image gets for this request: the model's tiling with the request's policy and its
 // max_tiles (capped by the model's max_dynamic_patch); pixel values only without gpu_normalize.
@@ -61,6 +69,8 @@ PreprocessOptions preprocess_options(const Request& request, const PrepContext& 
 Hash128 image_key(const std::string& bytes, const PreprocessOptions& options);
 
 // Throws fovea::Error with a one-line message naming the image (#n and its label) or the limit on bad input.
+// A prompt longer than the model's context fails before its images are decoded: first on its byte length
+// alone, then on its token count with one tile per image.
 PreparedRequest prepare_request(int64_t id, const Request& request, const PrepContext& context);
 
 }  // namespace fovea

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "engine/request_prep.h"
 
 namespace fovea {
 namespace {
@@ -48,7 +49,7 @@ std::string Scheduler::check_limits(const PreparedRequest& request) const {
   if (params.max_tokens < 1) return str("max_tokens must be at least 1, got ", params.max_tokens);
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) return str("top_p must be in (0, 1], got ", params.top_p);
   if (prompt_len > desc.llm.max_position)
-    return str("prompt of ", prompt_len, " tokens exceeds the model's max_position of ", desc.llm.max_position);
+    return context_length_error(prompt_len, desc.llm.max_position);
   const int positions = kv_positions(prompt_len, effective_max_tokens(request, desc.llm.max_position));
   const int needed = blocks_for(positions, blocks_.block_size());
   if (needed > blocks_.num_blocks())

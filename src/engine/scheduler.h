@@ -65,6 +65,9 @@ class Scheduler {
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   // Runs one step of the runner (ViT for the step's new images, then the LLM). Returns whether anything ran.
   bool step();
+  // Called in step() once the step is planned (sequences admitted, blocks taken), before the runner works: the
+  // engine publishes its stats there, so a long step shows what it holds.
+  void set_before_run(std::function<void()> hook) { before_run_ = std::move(hook); }
 
   int waiting() const { return int(waiting_.size()); }
   // Of those, how many the last step held back because a running request is computing their prefix.
@@ -134,6 +137,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;  // in admission order
   SchedulerCounters counters_;
   int waiting_for_prefix_ = 0;
+  std::function<void()> before_run_;
 };
 
 }  // namespace fovea

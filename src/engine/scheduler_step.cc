@@ -24,6 +24,7 @@ bool Scheduler::step() {
     drop_finished();
     return true;
   }
+  if (before_run_) before_run_();
   encode_planned(plan);
   std::erase_if(plan.chunks, [](const PlannedChunk& c) { return c.seq->finished; });
   if (!plan.chunks.empty()) {

@@ -10,7 +10,9 @@ double monotonic_seconds() {
 }
 
 ApiServer::ApiServer(ApiServerOptions options)
-    : options_(std::move(options)), http_(options_.http, [this](http::Exchange& ex) { handle(ex); }) {
+    : options_(std::move(options)),
+      http_(options_.http, [this](http::Exchange& ex) { handle(ex); },
+            [this](const http::Request& head, bool, http::QuickReply* reply) { return triage(head, reply); }) {
   started_unix_ = int64_t(std::time(nullptr));
 }
 
@@ -35,14 +37,28 @@ std::string ApiServer::model_name(const InferenceService& service) const {
 void ApiServer::shutdown(int timeout_ms) {
   draining_ = true;
   http_.stop_accepting();
-  http_.wait_idle(timeout_ms);
-  if (auto s = service()) s->drain();
+  auto s = service();
+  if (!http_.wait_idle(timeout_ms) && s) {
+    std::set<int64_t> running;
+    {
+      std::lock_guard lock(mutex_);
+      running = in_flight_;
+    }
+    for (const int64_t id : running) s->cancel(id);
+    http_.wait_idle(timeout_ms);
+  }
+  if (s) s->drain();
   http_.stop();
 }
 
 void ApiServer::count(int status) {
   std::lock_guard lock(mutex_);
   responses_by_status_[status]++;
+}
+
+void ApiServer::untrack(int64_t request_id) {
+  std::lock_guard lock(mutex_);
+  in_flight_.erase(request_id);
 }
 
 ServerCounters ApiServer::counters() const {
@@ -95,32 +111,59 @@ bool same_secret(const std::string& given, const std::string& key) {
 
 }  // namespace
 
+std::optional<openai::ApiError> ApiServer::auth_error(const http::Request& head) const {
+  if (options_.api_key.empty()) return std::nullopt;
+  const std::string auth = head.header("authorization");
+  const std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
+  if (same_secret(token, options_.api_key)) return std::nullopt;
+  return api_error(401, auth.empty() ? "missing API key (Authorization: Bearer ...)" : "incorrect API key provided",
+                   "invalid_request_error", "invalid_api_key");
+}
+
+std::string ApiServer::health_body(int* status) const {
+  const bool ready = service() != nullptr && !draining_;
+  *status = ready ? 200 : 503;
+  return ready ? R"({"status":"ok"})" : (draining_ ? R"({"status":"draining"})" : R"({"status":"loading"})");
+}
+
+bool ApiServer::triage(const http::Request& head, http::QuickReply* reply) {
+  const bool is_get = head.method == "GET" || head.method == "HEAD";
+  std::optional<openai::ApiError> error;
+  if ((head.path == "/health" || head.path == "/metrics") && !is_get) {
+    error = api_error(405, "use GET", "invalid_request_error");
+  } else if (head.path == "/health") {
+    reply->body = health_body(&reply->status);
+    reply->content_type = "application/json";
+  } else if (head.path == "/metrics") {
+    auto s = service();
+    reply->status = 200;
+    reply->content_type = "text/plain; version=0.0.4";
+    reply->body = render_metrics(s ? s->stats() : EngineStats{}, counters());
+  } else if (head.path.rfind("/v1/", 0) == 0) {
+    error = auth_error(head);
+    if (!error) return false;  // a handler takes it once its body is in
+  } else {
+    return false;
+  }
+  if (error) {
+    reply->status = error->status;
+    reply->content_type = "application/json";
+    reply->body = openai::dump(openai::error_json(*error));
+    if (error->status == 401) reply->extra_headers.push_back("WWW-Authenticate: Bearer");
+  }
+  count(reply->status);
+  return true;
+}
+
 void ApiServer::handle(http::Exchange& ex) {
   const http::Request& req = ex.request();
   const std::string& path = req.path;
   const bool is_get = req.method == "GET" || req.method == "HEAD";
-  if (path == "/health") {
-    if (!is_get) return reply_error(ex, api_error(405, "use GET", "invalid_request_error"));
-    const bool ready = service() != nullptr && !draining_;
-    return reply(ex, ready ? 200 : 503, "application/json",
-                 ready ? R"({"status":"ok"})" : (draining_ ? R"({"status":"draining"})" : R"({"status":"loading"})"));
-  }
-  if (path == "/metrics") {
-    if (!is_get) return reply_error(ex, api_error(405, "use GET", "invalid_request_error"));
-    auto s = service();
-    return reply(ex, 200, "text/plain; version=0.0.4", render_metrics(s ? s->stats() : EngineStats{}, counters()));
-  }
+  // /health and /metrics never get here: triage() answers them on the poller.
   if (path.rfind("/v1/", 0) != 0)
     return reply_error(ex, api_error(404, "no route for " + req.method + " " + path, "invalid_request_error",
                                      "unknown_url"));
-  if (!options_.api_key.empty()) {
-    const std::string auth = req.header("authorization");
-    const std::string token = auth.rfind("Bearer ", 0) == 0 ? auth.substr(7) : "";
-    if (!same_secret(token, options_.api_key))
-      return reply_error(ex, api_error(401, auth.empty() ? "missing API key (Authorization: Bearer ...)"
-                                                         : "incorrect API key provided",
-                                       "invalid_request_error", "invalid_api_key"));
-  }
+  if (const auto error = auth_error(req)) return reply_error(ex, *error);
   auto s = service();
   if (!s || draining_)
     return reply_error(ex, api_error(503, draining_ ? "the server is shutting down" : "the model is still loading",

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "server/http_server.h"
@@ -32,26 +34,37 @@ class ApiServer {
   void start();  // listens; throws fovea::Error when the address is taken
   int port() const { return http_.port(); }
   void set_service(std::shared_ptr<InferenceService> service);  // the model is loaded: start answering
-  // Refuses new work (503), waits up to timeout_ms for requests in flight, drains the engine, stops.
+  // Refuses new work (503), waits up to timeout_ms for requests in flight, cancels those still running (their
+  // clients get 503), drains the engine, stops.
   void shutdown(int timeout_ms);
   ServerCounters counters() const;
+  size_t body_memory() const { return http_.body_memory(); }  // request body bytes held now
 
  private:
   void handle(http::Exchange& ex);
+  // On the poller thread, once a head is parsed: /health and /metrics are answered there (they must answer
+  // while every handler waits on the engine), and a /v1/ request without the right key is refused before its
+  // body is read.
+  bool triage(const http::Request& head, http::QuickReply* reply);
+  // The 401 for a /v1/ request without the right API key; nullopt when the key is right or none is set.
+  std::optional<openai::ApiError> auth_error(const http::Request& head) const;
+  std::string health_body(int* status) const;
   void reply(http::Exchange& ex, int status, const std::string& content_type, const std::string& body,
              const std::vector<std::string>& extra_headers = {});
   void reply_error(http::Exchange& ex, const openai::ApiError& error);
   void handle_chat(http::Exchange& ex, InferenceService& service);
   void handle_models(http::Exchange& ex, InferenceService& service);
   void count(int status);
+  void untrack(int64_t request_id);
   std::shared_ptr<InferenceService> service() const;
   std::string model_name(const InferenceService& service) const;
 
   ApiServerOptions options_;
   http::Server http_;
-  mutable std::mutex mutex_;  // guards service_ and responses_by_status_
+  mutable std::mutex mutex_;  // guards service_, responses_by_status_ and in_flight_
   std::shared_ptr<InferenceService> service_;
   std::map<int, int64_t> responses_by_status_;
+  std::set<int64_t> in_flight_;  // engine request ids being handled: cancelled when the drain timeout passes
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int64_t> next_completion_{0};

@@ -47,18 +47,29 @@ std::string lower(std::string s) {
   return s;
 }
 
-// The engine reports failures as text. An image it could not decode is the client's fault (400); anything else
-// is ours (500).
+// The engine reports failures as text. A request cancelled by the server's shutdown is 503; an image it could
+// not decode, a prompt longer than the model's context or the KV pool, or a parameter out of range is the
+// client's fault (400, before any token); anything else is ours (500).
 openai::ApiError engine_error(const RequestEvent& event) {
   openai::ApiError e;
   e.message = event.error;
+  if (event.finish_reason == "cancelled") {
+    e.status = 503;
+    e.message = "the request was cancelled: the server is shutting down";
+    e.type = "server_error";
+    e.code = "unavailable";
+    return e;
+  }
   const std::string m = lower(event.error);
-  const bool client_fault = event.completion_tokens == 0 &&
-                            (m.find("image") != std::string::npos || m.find("decode") != std::string::npos ||
-                             m.find("too long") != std::string::npos || m.find("context length") != std::string::npos);
+  const bool context = m.find("context length") != std::string::npos || m.find("kv positions") != std::string::npos;
+  bool client_fault = context;
+  for (const char* phrase : {"image", "decode", "too long", "must be", "outside the vocabulary", "empty prompt"})
+    client_fault = client_fault || m.find(phrase) != std::string::npos;
+  client_fault = client_fault && event.completion_tokens == 0;
   e.status = client_fault ? 400 : 500;
   e.type = client_fault ? "invalid_request_error" : "server_error";
-  if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
+  if (client_fault && context) e.code = "context_length_exceeded";
+  else if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
   return e;
 }
 
@@ -109,7 +120,7 @@ std::string stream_events(const openai::Completion& c, const openai::ChatRequest
   if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
     sse += http::sse_event(openai::dump(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp)));
   if (!ev.finished) return sse;
-  if (!ev.error.empty()) {
+  if (!ev.error.empty() || ev.finish_reason == "cancelled") {
     sse += http::sse_event(openai::dump(openai::error_json(engine_error(ev))));
   } else {
     sse += http::sse_event(openai::dump(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json())));
@@ -144,6 +155,18 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     return reply_error(ex, submit_error(e));
   }
 
+  // Known to shutdown() until this handler returns, so a request still running past the drain timeout is
+  // cancelled rather than waited for.
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.insert(request_id);
+  }
+  struct Untrack {
+    ApiServer* server;
+    int64_t id;
+    ~Untrack() { server->untrack(id); }
+  } untrack{this, request_id};
+
   const openai::Completion completion{str("chatcmpl-", started_unix_, "-", next_completion_++), int64_t(std::time(nullptr)),
                                       name};
   const openai::TokenText token_text = [&service](int32_t t) { return service.token_text(t); };
@@ -167,7 +190,8 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     std::string sse;
     for (const RequestEvent& ev : events) {
       const Json lp = acc.add(ev, chat, token_text);
-      if (ev.finished && !ev.error.empty() && !stream_started) return reply_error(ex, engine_error(ev));
+      const bool failed = ev.finished && (!ev.error.empty() || ev.finish_reason == "cancelled");
+      if (failed && !stream_started) return reply_error(ex, engine_error(ev));
       if (ev.finished && ev.error.empty()) completions_.add(monotonic_seconds());
       if (!chat.stream) {
         if (!ev.finished) continue;

@@ -256,7 +256,8 @@ RequestParser::State RequestParser::plan_body() {
     if (!parse_length(length_value, &length)) return fail(400, "bad Content-Length");
     if (length > limits_.max_body_bytes) return fail(413, "request body too large");
     body_remaining_ = length;
-    request_.body.reserve(length);
+    // Reserved up to 1 MiB only: a client announcing a large body must send it before it costs memory.
+    request_.body.reserve(std::min(length, size_t(1) << 20));
     phase_ = length == 0 ? Phase::Done : Phase::FixedBody;
     return phase_ == Phase::Done ? State::Done : State::NeedMore;
   }

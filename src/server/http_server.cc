@@ -10,8 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -20,11 +22,20 @@ namespace fovea::http {
 
 using Clock = std::chrono::steady_clock;
 
+// A connection the poller holds reads into `buffer`; `parser` takes the current request out of it.
 struct Server::Connection {
+  enum class Phase { Idle, Head, Body };
+  explicit Connection(const Limits& limits) : parser(limits) {}
   int fd = -1;
   std::string buffer;  // bytes received and not yet parsed (pipelined requests)
-  Clock::time_point idle_since = Clock::now();  // when the last response was sent (or the connection opened)
-  Clock::time_point head_since = Clock::now();  // when the first byte of the pending request head arrived
+  RequestParser parser;
+  Phase phase = Phase::Idle;
+  bool triaged = false;                          // the head of the current request went through triage
+  bool fresh = true;                             // bytes (or a returned connection) the parser has not seen
+  Clock::time_point deadline;                    // of the phase: idle keep-alive, head, or body
+  Clock::time_point last_active = Clock::now();  // last byte received or response sent: eviction order
+  Request request;                               // the complete request, for the handler
+  size_t reserved = 0;                           // body bytes counted against max_body_memory
 };
 
 namespace {
@@ -53,10 +64,24 @@ bool send_all(int fd, const char* data, size_t size) {
   return true;
 }
 
-int remaining_ms(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left < 0 ? 0 : int(left);
+// The poller never blocks on a client: what does not fit the socket's send buffer at once is not sent (the
+// replies it sends are small; a client that does not read them loses its connection).
+bool send_now(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    sent += size_t(n);
+  }
+  return true;
 }
+
+std::string timeout_reply() {
+  return format_response(408, "application/json", error_body("request timed out", "invalid_request_error"), false);
+}
+
+Clock::time_point after_ms(Clock::time_point t, int ms) { return t + std::chrono::milliseconds(ms); }
 
 class ExchangeImpl final : public Exchange {
  public:
@@ -150,7 +175,8 @@ int open_listen_socket(const std::string& host, int port, int* bound_port) {
 
 }  // namespace
 
-Server::Server(ServerOptions options, Handler handler) : options_(std::move(options)), handler_(std::move(handler)) {}
+Server::Server(ServerOptions options, Handler handler, Triage triage)
+    : options_(std::move(options)), handler_(std::move(handler)), triage_(std::move(triage)) {}
 
 Server::~Server() { stop(); }
 
@@ -199,34 +225,57 @@ void Server::stop() {
   listen_fd_ = wake_fd_ = -1;
 }
 
+bool Server::reserve_body(Connection& conn) {
+  const Request& r = conn.parser.request();
+  size_t wanted = r.body.size();
+  const std::string length = r.header("content-length");  // validated by the parser
+  if (!length.empty()) wanted = std::max(wanted, size_t(std::strtoull(length.c_str(), nullptr, 10)));
+  if (wanted <= conn.reserved) return true;
+  const size_t more = wanted - conn.reserved;
+  if (body_memory_.fetch_add(more) + more > options_.max_body_memory) {
+    body_memory_.fetch_sub(more);
+    return false;
+  }
+  conn.reserved = wanted;
+  return true;
+}
+
+void Server::release_body(Connection& conn) {
+  body_memory_.fetch_sub(conn.reserved);
+  conn.reserved = 0;
+}
+
 void Server::close_connection(std::unique_ptr<Connection> conn) {
   if (!conn) return;
+  release_body(*conn);
   ::close(conn->fd);
   open_connections_--;
 }
 
 void Server::give_back(std::unique_ptr<Connection> conn) {
-  conn->idle_since = Clock::now();
+  const auto now = Clock::now();
+  conn->parser.reset();
+  conn->request = Request{};
+  release_body(*conn);
+  conn->phase = Connection::Phase::Idle;
+  conn->triaged = false;
+  conn->fresh = true;  // pipelined bytes may already hold the next request
+  conn->last_active = now;
+  conn->deadline = after_ms(now, options_.idle_timeout_ms);
   {
     std::lock_guard lock(mutex_);
-    if (conn->buffer.find("\r\n\r\n") != std::string::npos) {
-      ready_.push_back(std::move(conn));  // a pipelined request head is already here: no need to poll
-      work_cv_.notify_one();
-      return;
-    }
-    conn->head_since = conn->idle_since;  // any partial head left over counts from now
     returned_.push_back(std::move(conn));
   }
   wake_poller();
 }
 
 void Server::poll_loop() {
-  std::vector<std::unique_ptr<Connection>> idle;
+  std::vector<std::unique_ptr<Connection>> polled;  // connections between or inside requests, not in a handler
   std::vector<pollfd> fds;
   while (!stopping_) {
     {
       std::lock_guard lock(mutex_);
-      for (auto& c : returned_) idle.push_back(std::move(c));
+      for (auto& c : returned_) polled.push_back(std::move(c));
       returned_.clear();
     }
     if (!accepting_ && listen_fd_ >= 0) {
@@ -234,87 +283,145 @@ void Server::poll_loop() {
       listen_fd_ = -1;
     }
     fds.assign({pollfd{wake_fd_, POLLIN, 0}, pollfd{listen_fd_, POLLIN, 0}});
-    for (const auto& c : idle) fds.push_back(pollfd{c->fd, POLLIN | POLLRDHUP, 0});
+    for (const auto& c : polled) fds.push_back(pollfd{c->fd, POLLIN | POLLRDHUP, 0});
     if (::poll(fds.data(), fds.size(), 200) < 0 && errno != EINTR) break;
     if (fds[0].revents) {
       uint64_t count;
       [[maybe_unused]] ssize_t n = ::read(wake_fd_, &count, sizeof count);
     }
-    // Idle connections: readable ones go to a handler, hung-up or timed-out ones are closed.
-    std::vector<std::unique_ptr<Connection>> still_idle;
+    std::vector<std::unique_ptr<Connection>> still_polled;
     const auto now = Clock::now();
-    for (size_t i = 0; i < idle.size(); ++i) {
-      auto& conn = idle[i];
-      switch (collect_head(*conn, fds[i + 2].revents, now)) {
-        case HeadState::Complete: {
+    for (size_t i = 0; i < polled.size(); ++i) {
+      auto& conn = polled[i];
+      switch (advance(*conn, fds[i + 2].revents, now)) {
+        case Progress::Ready: {
           std::lock_guard lock(mutex_);
           ready_.push_back(std::move(conn));
           work_cv_.notify_one();
           break;
         }
-        case HeadState::Waiting:
-          still_idle.push_back(std::move(conn));
+        case Progress::Waiting:
+          still_polled.push_back(std::move(conn));
           break;
-        case HeadState::TimedOut: {
-          const std::string reply = format_response(408, "application/json",
-                                                    error_body("request timed out", "invalid_request_error"), false);
-          send_all(conn->fd, reply.data(), reply.size());
-          close_connection(std::move(conn));
-          break;
-        }
-        case HeadState::Closed:
+        case Progress::Closed:
           close_connection(std::move(conn));
           break;
       }
     }
-    idle.swap(still_idle);
-    if (listen_fd_ >= 0 && (fds[1].revents & POLLIN)) {
-      for (;;) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) break;  // EAGAIN: no more pending
-        if (open_connections_.load() >= options_.max_connections) {
-          const std::string refusal =
-              format_response(503, "application/json", error_body("too many connections", "server_error"), false);
-          send_all(fd, refusal.data(), refusal.size());
-          ::close(fd);
-          continue;
-        }
-        const int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        timeval send_timeout{options_.send_timeout_ms / 1000, (options_.send_timeout_ms % 1000) * 1000};
-        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
-        open_connections_++;
-        auto conn = std::make_unique<Connection>();
-        conn->fd = fd;
-        idle.push_back(std::move(conn));
-      }
-    }
+    polled.swap(still_polled);
+    if (listen_fd_ >= 0 && (fds[1].revents & POLLIN)) accept_new(polled);
   }
-  for (auto& c : idle) close_connection(std::move(c));
+  for (auto& c : polled) close_connection(std::move(c));
 }
 
-// Request heads are collected here, without blocking, so that clients trickling bytes do not each hold a
-// handler thread; a connection goes to a handler once its buffer holds a whole head (or more than a head may
-// be, which the parser then refuses).
-Server::HeadState Server::collect_head(Connection& conn, short revents, Clock::time_point now) {
-  if (revents & POLLIN) {
-    char chunk[16 * 1024];
-    const ssize_t n = ::recv(conn.fd, chunk, sizeof chunk, MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) return HeadState::Closed;
-    if (n > 0) {
-      if (conn.buffer.empty()) conn.head_since = now;
-      conn.buffer.append(chunk, size_t(n));
+// At the limit a new connection takes the place of the least recently active one the poller holds (an idle
+// keep-alive client reconnects; a client that sends nothing loses its place), so idle sockets cannot lock
+// everyone else out. Only when every connection is inside a request is the newcomer refused with 503.
+void Server::accept_new(std::vector<std::unique_ptr<Connection>>& polled) {
+  for (;;) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) break;  // EAGAIN: no more pending
+    if (open_connections_.load() >= options_.max_connections) {
+      auto oldest = std::min_element(polled.begin(), polled.end(),
+                                     [](const auto& a, const auto& b) { return a->last_active < b->last_active; });
+      if (oldest == polled.end()) {
+        send_now(fd, format_response(503, "application/json", error_body("too many connections", "server_error"),
+                                     false));
+        ::close(fd);
+        continue;
+      }
+      close_connection(std::move(*oldest));
+      polled.erase(oldest);
+      evicted_++;
     }
-  } else if (revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) {
-    return HeadState::Closed;
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    timeval send_timeout{options_.send_timeout_ms / 1000, (options_.send_timeout_ms % 1000) * 1000};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof send_timeout);
+    open_connections_++;
+    auto conn = std::make_unique<Connection>(options_.limits);
+    conn->fd = fd;
+    conn->deadline = after_ms(Clock::now(), options_.idle_timeout_ms);
+    polled.push_back(std::move(conn));
   }
-  if (conn.buffer.find("\r\n\r\n") != std::string::npos || conn.buffer.size() > options_.limits.max_header_bytes)
-    return HeadState::Complete;
-  if (!conn.buffer.empty())
-    return now - conn.head_since > std::chrono::milliseconds(options_.header_timeout_ms) ? HeadState::TimedOut
-                                                                                          : HeadState::Waiting;
-  return now - conn.idle_since > std::chrono::milliseconds(options_.idle_timeout_ms) ? HeadState::Closed
-                                                                                      : HeadState::Waiting;
+}
+
+// Reads what the socket holds (bounded per turn, so one fast sender cannot starve the others) and parses it.
+Server::Progress Server::advance(Connection& conn, short revents, Clock::time_point now) {
+  if (revents & POLLIN) {
+    char chunk[64 * 1024];
+    for (size_t turn = 0; turn < 16; ++turn) {
+      const ssize_t n = ::recv(conn.fd, chunk, sizeof chunk, MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      if (n <= 0) return Progress::Closed;  // the peer closed or reset: nothing can be answered any more
+      conn.buffer.append(chunk, size_t(n));
+      conn.fresh = true;
+      conn.last_active = now;
+    }
+  } else if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
+    return Progress::Closed;
+  }
+  const Progress p = parse_buffered(conn, now);
+  if (p != Progress::Waiting) return p;
+  if (now < conn.deadline) return Progress::Waiting;
+  if (conn.phase != Connection::Phase::Idle) send_now(conn.fd, timeout_reply());
+  return Progress::Closed;
+}
+
+Server::Progress Server::parse_buffered(Connection& conn, Clock::time_point now) {
+  while (conn.fresh) {
+    conn.fresh = false;
+    if (conn.phase == Connection::Phase::Idle) {
+      if (conn.buffer.empty()) return Progress::Waiting;
+      conn.phase = Connection::Phase::Head;
+      conn.deadline = after_ms(now, options_.header_timeout_ms);
+    }
+    const RequestParser::State state = conn.parser.feed(conn.buffer);
+    if (state == RequestParser::State::Error) {
+      send_now(conn.fd, format_response(conn.parser.error_status(), "application/json",
+                                        error_body(conn.parser.error_message(), "invalid_request_error"), false));
+      return Progress::Closed;
+    }
+    if (!conn.parser.headers_done()) return Progress::Waiting;
+    const bool complete = state == RequestParser::State::Done;
+    if (!reserve_body(conn)) {
+      send_now(conn.fd, format_response(503, "application/json",
+                                        error_body("the server is receiving too many request bodies; retry later",
+                                                   "server_error"),
+                                        false, {"Retry-After: 1"}));
+      return Progress::Closed;
+    }
+    if (!conn.triaged) {
+      conn.triaged = true;
+      conn.phase = Connection::Phase::Body;
+      conn.deadline = after_ms(now, options_.body_timeout_ms);
+      QuickReply quick;
+      if (triage_ && triage_(conn.parser.request(), complete, &quick)) {
+        const Request& head = conn.parser.request();
+        const bool keep = complete && head.keep_alive && !stopping_.load() && accepting_.load();
+        if (!send_now(conn.fd, format_response(quick.status, quick.content_type, head.method == "HEAD" ? "" : quick.body,
+                                               keep, quick.extra_headers)) ||
+            !keep)
+          return Progress::Closed;
+        conn.parser.reset();
+        release_body(conn);
+        conn.phase = Connection::Phase::Idle;
+        conn.triaged = false;
+        conn.fresh = true;  // a pipelined request may follow
+        conn.last_active = now;
+        conn.deadline = after_ms(now, options_.idle_timeout_ms);
+        continue;
+      }
+      if (!complete && conn.parser.expects_continue() && !send_now(conn.fd, "HTTP/1.1 100 Continue\r\n\r\n"))
+        return Progress::Closed;
+    }
+    if (complete) {
+      conn.request = std::move(conn.parser.request());
+      return Progress::Ready;
+    }
+  }
+  return Progress::Waiting;
 }
 
 void Server::worker_loop() {
@@ -338,52 +445,7 @@ void Server::worker_loop() {
 }
 
 void Server::serve_connection(std::unique_ptr<Connection> conn) {
-  RequestParser parser(options_.limits);
-  const auto start = Clock::now();
-  auto deadline = start + std::chrono::milliseconds(options_.header_timeout_ms);
-  bool sent_continue = false;
-  bool body_deadline_set = false;
-  char chunk[64 * 1024];
-  for (;;) {
-    const auto state = parser.feed(conn->buffer);
-    if (state == RequestParser::State::Done) break;
-    if (state == RequestParser::State::Error) {
-      const std::string reply = format_response(parser.error_status(), "application/json",
-                                                error_body(parser.error_message(), "invalid_request_error"), false);
-      send_all(conn->fd, reply.data(), reply.size());
-      close_connection(std::move(conn));
-      return;
-    }
-    if (parser.headers_done() && !body_deadline_set) {
-      body_deadline_set = true;
-      deadline = Clock::now() + std::chrono::milliseconds(options_.body_timeout_ms);
-    }
-    if (parser.headers_done() && parser.expects_continue() && !sent_continue) {
-      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-      sent_continue = send_all(conn->fd, kContinue.data(), kContinue.size());
-    }
-    pollfd p{conn->fd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, std::min(remaining_ms(deadline), 1000));
-    if (ready == 0) {
-      if (remaining_ms(deadline) > 0 && !stopping_) continue;
-      if (!conn->buffer.empty() || parser.headers_done()) {
-        const std::string reply = format_response(408, "application/json",
-                                                  error_body("request timed out", "invalid_request_error"), false);
-        send_all(conn->fd, reply.data(), reply.size());
-      }
-      close_connection(std::move(conn));
-      return;
-    }
-    const ssize_t n = ready < 0 ? -1 : ::recv(conn->fd, chunk, sizeof chunk, 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) {  // the peer closed (possibly between keep-alive requests) or the socket failed
-      close_connection(std::move(conn));
-      return;
-    }
-    conn->buffer.append(chunk, size_t(n));
-  }
-
-  ExchangeImpl exchange(conn->fd, parser.request(), stopping_);
+  ExchangeImpl exchange(conn->fd, conn->request, stopping_);
   try {
     handler_(exchange);
   } catch (const std::exception& e) {

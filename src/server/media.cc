@@ -1,10 +1,15 @@
 #include "server/media.h"
 
 #include <algorithm>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 
 #include "fetch/fetch.h"
 
@@ -60,26 +65,46 @@ std::string load_data_url(const std::string& url, int64_t max_bytes) {
   return bytes;
 }
 
+// Local media: regular files only, inside the allowed directory after resolving links, read with a deadline.
+// A path outside the directory and a missing path get the same message, so a client cannot probe which files
+// exist elsewhere. The file is opened without blocking (a FIFO would otherwise hold the handler, and with it
+// shutdown, forever) and checked again after opening: the path that was opened, not the one resolved before,
+// must lie inside the directory (a link swapped in between is caught).
 std::string read_local_file(const std::string& path, const MediaOptions& options) {
   if (options.allowed_media_dir.empty())
     throw MediaError("local image paths are not allowed (start the server with --allowed-media-dir DIR)");
   // Relative paths are taken relative to the allowed directory.
   const std::string full = !path.empty() && path[0] == '/' ? path : options.allowed_media_dir + "/" + path;
-  char resolved[PATH_MAX];
-  if (::realpath(full.c_str(), resolved) == nullptr) throw MediaError(str("image file not found: ", path));
-  const std::string inside = path_inside(resolved, options.allowed_media_dir);
-  if (inside.empty()) throw MediaError(str("image path is outside the allowed media directory: ", path));
-  std::ifstream in(inside, std::ios::binary);
-  if (!in) throw MediaError(str("cannot read image file: ", path));
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (size < 0) throw MediaError(str("cannot read image file: ", path));
-  if (size > options.max_bytes) throw MediaError(str("image file is larger than the limit of ", options.max_bytes,
-                                                     " bytes: ", path));
-  in.seekg(0);
-  std::string bytes(size_t(size), '\0');
-  in.read(bytes.data(), size);
-  if (!in) throw MediaError(str("cannot read image file: ", path));
+  const std::string unavailable = str("image file not found in the allowed media directory: ", path);
+  const std::string inside = path_inside(full, options.allowed_media_dir);
+  if (inside.empty()) throw MediaError(unavailable);
+  const int fd = ::open(inside.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw MediaError(unavailable);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw MediaError(str("image path is not a regular file: ", path));
+  if (path_inside(str("/proc/self/fd/", fd), options.allowed_media_dir).empty()) throw MediaError(unavailable);
+  if (st.st_size > options.max_bytes)
+    throw MediaError(str("image file is larger than the limit of ", options.max_bytes, " bytes: ", path));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.local_timeout_ms);
+  std::string bytes;
+  bytes.reserve(size_t(st.st_size));
+  char chunk[256 * 1024];
+  for (;;) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw MediaError(str("reading image file timed out after ", options.local_timeout_ms, " ms: ", path));
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw MediaError(str("cannot read image file: ", path));
+    if (n == 0) break;
+    bytes.append(chunk, size_t(n));
+    if (int64_t(bytes.size()) > options.max_bytes)  // the file grew after fstat
+      throw MediaError(str("image file is larger than the limit of ", options.max_bytes, " bytes: ", path));
+  }
+  if (bytes.empty()) throw MediaError(str("image file is empty: ", path));
   return bytes;
 }
 

@@ -19,6 +19,7 @@ struct MediaOptions {
   int remote_retries = 2;     // after 5xx / timeouts / connection errors, with backoff
   std::string ca_file;        // TLS roots for https ("" = FOVEA_CA_BUNDLE or the system's)
   std::string s3_endpoint;    // "" = AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / AWS
+  int local_timeout_ms = 10000;  // to read one local file (regular files only)
 };
 
 // A request's fault (bad URL, refused source, missing file): the server answers 400 with this message.

@@ -38,6 +38,8 @@ struct ParseOptions {
   int default_max_tokens = 256;
   int max_tokens_limit = 32768;
   int max_images = 16;
+  int max_json_depth = 32;           // nesting of arrays/objects in the body (400 beyond)
+  int64_t max_json_elements = 100000;  // values, arrays and objects in the body (400 beyond)
   TilingPolicy tiling = TilingPolicy::Official;
   int max_tiles = 0;
 };

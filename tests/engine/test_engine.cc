@@ -12,6 +12,7 @@
 #include "engine_test_util.h"
 #include "fake_runner.h"
 #include "model/model_desc.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace fovea;
 using namespace fovea::test;
@@ -159,6 +160,9 @@ TEST_F(EngineFake, CancelWhileRunningAndQueueLimit) {
   gate_.close();
   const int64_t long_id = engine->submit(image_request(3, "tell me a story", 50), collector_.callback_for("long"));
   ASSERT_TRUE(gate_.wait_blocked());
+  // Inside its first step, the stats already show what the request holds (/metrics reads them).
+  EXPECT_EQ(engine->stats().running, 1);
+  EXPECT_GT(engine->stats().kv_blocks_used, 0);
   engine->submit(image_request(4, "short"), collector_.callback_for("short"));
   try {
     engine->submit(image_request(4, "one too many"), collector_.callback_for("refused"));
@@ -217,6 +221,38 @@ TEST_F(EngineFake, AnswersTextAndPromptLimit) {
   EXPECT_FALSE(text.text.empty());
   EXPECT_NE(collector_.get("huge").last.error.find("the pool holds 512"), std::string::npos)
       << collector_.get("huge").last.error;
+}
+
+// A prompt over the model's context fails with the context in its message before any image is decoded (the
+// images here are not images at all) and, far over it, before the text is tokenized.
+TEST_F(EngineFake, OverLongPromptFailsBeforeItsImagesAreDecoded) {
+  ModelDesc desc = load_model_desc(dir_->path());
+  desc.llm.max_position = 600;
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(dir_->path());
+  PrepContext context;
+  context.desc = &desc;
+  context.tokenizer = tokenizer.get();
+  context.max_token_bytes = longest_token_bytes(*tokenizer);
+  ASSERT_GT(context.max_token_bytes, 0);
+  auto error_of = [&](const Request& r) {
+    try {
+      prepare_request(1, r, context);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("prepared");
+  };
+  Request images;  // 3 images take at least 3 x 256 tokens
+  for (int i = 0; i < 3; ++i) images.images.push_back(ImageInput{"not an image", "broken.png"});
+  images.prompt = "What is this?";
+  const std::string e1 = error_of(images);
+  EXPECT_NE(e1.find("context length of 600"), std::string::npos) << e1;
+  EXPECT_EQ(e1.find("broken"), std::string::npos) << e1;
+  Request text;  // far over: refused on its bytes
+  text.prompt.assign(size_t(2 * (context.max_token_bytes + 4)) * 700, 'a');
+  const std::string e2 = error_of(text);
+  EXPECT_NE(e2.find("at least"), std::string::npos) << e2;
+  EXPECT_NE(e2.find("context length of 600"), std::string::npos) << e2;
 }
 
 TEST_F(EngineFake, ImageLimitFailsWithTheLimitInTheMessage) {

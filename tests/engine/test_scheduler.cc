@@ -209,7 +209,7 @@ TEST(Scheduler, MaxPositionClampsTheOutput) {
   h.scheduler.add(make_request(2, PromptSpec{text(13), {}, {}}, 1));
   h.run();
   EXPECT_EQ(h.finals[1].completion_tokens, 3);  // positions 10, 11 fed back; the 3rd token is never stored
-  EXPECT_NE(h.finals[2].error.find("max_position of 12"), std::string::npos);
+  EXPECT_NE(h.finals[2].error.find("context length of 12"), std::string::npos);
 }
 
 TEST(Scheduler, KvPoolPressureQueuesInsteadOfFailing) {

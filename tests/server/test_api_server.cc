@@ -110,10 +110,15 @@ bool eventually(F condition, int timeout_ms = 5000) {
 }
 
 class ApiServerTest : public ::testing::Test {
+ public:
+  ApiServerTest() = default;
+  ApiServer* server() { return server_.get(); }
+  testing::FakeService* service() { return service_.get(); }
+
  protected:
   void start(ApiServerOptions options = {}, bool with_service = true) {
     options.http.port = 0;
-    options.http.handler_threads = 8;
+    if (options.http.handler_threads == http::ServerOptions{}.handler_threads) options.http.handler_threads = 8;
     server_ = std::make_unique<ApiServer>(options);
     server_->start();
     if (with_service) server_->set_service(service_);
@@ -334,29 +339,142 @@ TEST_F(ApiServerTest, ASlowHeadHoldsNoHandlerAndTimesOut) {
   EXPECT_TRUE(slow.closed_by_peer());
 }
 
-TEST_F(ApiServerTest, ConnectionLimitRefusesWith503) {
+// Idle sockets at the connection limit make room for a newcomer (the least recently active goes); only when
+// every connection is inside a request is the newcomer refused with 503.
+TEST_F(ApiServerTest, IdleSocketsDoNotLockOthersOut) {
+  service_->token_delay_ms = 20;
   ApiServerOptions options;
-  options.http.max_connections = 1;
+  options.http.max_connections = 4;
+  start(options);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<Client>(server_->port()));
+  ASSERT_TRUE(eventually([&] { return server_->counters().open_connections == 4; }));
+  Client newcomer(server_->port());
+  newcomer.send_request("GET", "/health");
+  EXPECT_EQ(newcomer.read_response(2000).status, 200);
+  EXPECT_TRUE(idle[0]->closed_by_peer());  // the oldest idle one made room
+
+  std::vector<std::unique_ptr<Client>> busy;
+  for (int i = 0; i < 4; ++i) {
+    busy.push_back(std::make_unique<Client>(server_->port()));
+    busy.back()->send_request("POST", "/v1/chat/completions", chat_body(100, false));
+  }
+  ASSERT_TRUE(eventually([&] { return service_->in_flight() == 4; }));
+  Client refused(server_->port());
+  EXPECT_EQ(refused.read_response().status, 503);
+  for (auto& c : busy) c->close();
+}
+
+// Bodies are read by the poller: clients trickling bodies hold no handler, so the API still answers.
+TEST_F(ApiServerTest, SlowBodiesHoldNoHandler) {
+  ApiServerOptions options;
+  options.http.handler_threads = 1;
+  options.http.body_timeout_ms = 30000;
+  start(options);
+  std::vector<std::unique_ptr<Client>> slow;
+  for (int i = 0; i < 3; ++i) {
+    slow.push_back(std::make_unique<Client>(server_->port()));
+    slow.back()->send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"mess");
+  }
+  Client quick(server_->port());
+  quick.send_request("POST", "/v1/chat/completions", chat_body(2, false));
+  EXPECT_EQ(quick.read_response(3000).status, 200);
+}
+
+// A body that stops arriving gets 408 once the body timeout passes, and the connection closes.
+TEST_F(ApiServerTest, StalledBodyTimesOut) {
+  ApiServerOptions options;
+  options.http.body_timeout_ms = 300;
+  start(options);
+  Client c(server_->port());
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess");
+  EXPECT_EQ(c.read_response(3000).status, 408);
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+// Bodies held at once are bounded: one that would go beyond the budget gets 503; the budget comes back with
+// the response.
+TEST_F(ApiServerTest, BodyMemoryIsBounded) {
+  ApiServerOptions options;
+  options.http.max_body_memory = 1000;
   start(options);
   Client first(server_->port());
-  first.send_request("GET", "/health");
-  EXPECT_EQ(first.read_response().status, 200);
+  first.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n{");
+  ASSERT_TRUE(eventually([&] { return server_->body_memory() == 800; }));
   Client second(server_->port());
-  EXPECT_EQ(second.read_response().status, 503);
+  second.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 800\r\n\r\n{");
+  const Response refused = second.read_response(3000);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.head.header("retry-after"), "1");
+  first.send(std::string(799, ' '));
+  EXPECT_EQ(first.read_response(3000).status, 400);  // "{" and spaces: not JSON
+  EXPECT_TRUE(eventually([&] { return server_->body_memory() == 0; }));
+  Client third(server_->port());
+  third.send_request("POST", "/v1/chat/completions", chat_body(1, false));
+  EXPECT_EQ(third.read_response(3000).status, 200);
+}
+
+// A wrong key is refused on the head alone: the body (which may never come) is not waited for.
+TEST_F(ApiServerTest, MissingKeyIsRefusedBeforeTheBody) {
+  ApiServerOptions options;
+  options.api_key = "sekret";
+  start(options);
+  Client c(server_->port());
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n");
+  const Response r = c.read_response(3000);
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(r.head.header("www-authenticate"), "Bearer");
+  EXPECT_TRUE(c.closed_by_peer());
+}
+
+// /health and /metrics are answered by the poller, also while every handler waits on the engine.
+TEST_F(ApiServerTest, HealthAnswersWhileEveryHandlerIsBusy) {
+  service_->token_delay_ms = 20;
+  ApiServerOptions options;
+  options.http.handler_threads = 1;
+  start(options);
+  Client busy(server_->port());
+  busy.send_request("POST", "/v1/chat/completions", chat_body(200, false));
+  ASSERT_TRUE(eventually([&] { return service_->in_flight() == 1; }));
+  Client probe(server_->port());
+  probe.send_request("GET", "/health");
+  EXPECT_EQ(probe.read_response(1000).status, 200);
+  probe.send_request("GET", "/metrics");
+  const Response m = probe.read_response(1000);
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body().find("fovea_running_requests 1\n"), std::string::npos) << m.body();
+  busy.close();
+}
+
+// Starts a request of max_tokens tokens (20 ms each), shuts the server down with the given drain timeout while
+// it runs, and returns its response.
+Response response_across_shutdown(ApiServerTest& test, int max_tokens, int drain_timeout_ms) {
+  Client c(test.server()->port());
+  c.send_request("POST", "/v1/chat/completions", chat_body(max_tokens, false));
+  EXPECT_TRUE(eventually([&] { return test.service()->in_flight() == 1; }));
+  std::thread stopper([&] { test.server()->shutdown(drain_timeout_ms); });
+  const Response r = c.read_response();
+  stopper.join();
+  return r;
 }
 
 TEST_F(ApiServerTest, ShutdownLetsRequestsInFlightFinish) {
   service_->token_delay_ms = 20;
   start();
-  Client c(server_->port());
-  c.send_request("POST", "/v1/chat/completions", chat_body(10, false));
-  ASSERT_TRUE(eventually([&] { return service_->in_flight() == 1; }));
-  std::thread stopper([&] { server_->shutdown(5000); });
-  const Response r = c.read_response();
-  stopper.join();
-  server_.reset();
+  const Response r = response_across_shutdown(*this, 10, 5000);
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(Json::parse(r.body())["usage"]["completion_tokens"], 10);
+}
+
+// A request still running when the drain timeout passes is cancelled (its client gets 503), so shutdown ends.
+TEST_F(ApiServerTest, ShutdownCancelsWhatOutlivesTheDrainTimeout) {
+  service_->token_delay_ms = 20;
+  start();
+  const auto t0 = std::chrono::steady_clock::now();
+  const Response r = response_across_shutdown(*this, 30000, 300);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_EQ(r.status, 503) << r.body();
+  EXPECT_EQ(service_->cancels.load(), 1);
 }
 
 }  // namespace

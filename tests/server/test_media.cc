@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -54,6 +56,38 @@ TEST_F(MediaFiles, LocalPathsOnlyInsideTheAllowedDirectory) {
   EXPECT_THROW(load_image_url(inside, none), MediaError);
   options_.max_bytes = 3;
   EXPECT_THROW(load_image_url(inside, options_), MediaError);
+}
+
+// The message for a file outside the directory is the one for a missing file: no probing what exists elsewhere.
+TEST_F(MediaFiles, OutsideAndMissingReadTheSame) {
+  auto message = [&](const std::string& path) {
+    try {
+      load_image_url(path, options_);
+    } catch (const MediaError& e) {
+      const std::string m = e.what();
+      return m.substr(0, m.find(": " + path));
+    }
+    return std::string("loaded");
+  };
+  const std::string exists = message((root_ / "secret.png").string());
+  EXPECT_EQ(exists, message((root_ / "no-such.png").string()));
+  EXPECT_EQ(exists, message((root_ / "allowed" / "escape.png").string()));
+  EXPECT_EQ(exists, message((root_ / "allowed" / "missing.png").string()));
+}
+
+// A FIFO (or a directory, a device) is not an image: refused at once instead of blocking the handler (and with
+// it the server's shutdown) on a read that never returns.
+TEST_F(MediaFiles, OnlyRegularFilesAreRead) {
+  const fs::path fifo = root_ / "allowed" / "pipe.png";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(load_image_url(fifo.string(), options_), MediaError);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_THROW(load_image_url((root_ / "allowed" / "sub").string(), options_), MediaError);
+  fs::create_symlink("/dev/zero", root_ / "allowed" / "zero.png");  // resolves outside: refused before opening
+  EXPECT_THROW(load_image_url((root_ / "allowed" / "zero.png").string(), options_), MediaError);
+  std::ofstream(root_ / "allowed" / "empty.png");
+  EXPECT_THROW(load_image_url((root_ / "allowed" / "empty.png").string(), options_), MediaError);
 }
 
 TEST_F(MediaFiles, DataUrlsAndRefusedSchemes) {

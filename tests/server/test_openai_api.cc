@@ -120,6 +120,35 @@ TEST(OpenAiParse, BadRequestsNameTheParameter) {
   }
 }
 
+// Deep nests and bodies of very many small values are refused while parsing, each with the limit named.
+TEST(OpenAiParse, JsonDepthAndElementLimits) {
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  ChatRequest r;
+  ApiError e;
+  const std::string deep = std::string(40, '[') + std::string(40, ']');
+  EXPECT_FALSE(parse("{" + messages + R"(,"x":)" + deep + "}", &r, &e));
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.message.find("deeper than 32"), std::string::npos) << e.message;
+  std::string many = "[0";
+  for (int i = 0; i < 100001; ++i) many += ",0";
+  EXPECT_FALSE(parse("{" + messages + R"(,"x":)" + many + "]}", &r, &e));
+  EXPECT_NE(e.message.find("more than 100000 elements"), std::string::npos) << e.message;
+  const std::string shallow = std::string(20, '[') + std::string(20, ']');
+  EXPECT_TRUE(parse("{" + messages + R"(,"x":)" + shallow + "}", &r, &e)) << e.message;
+}
+
+TEST(OpenAiParse, ImagesPerRequestLimit) {
+  std::string parts;
+  for (int i = 0; i < 17; ++i) parts += R"({"type":"image_url","image_url":{"url":"x"}},)";
+  ChatRequest r;
+  ApiError e;
+  std::vector<std::string> seen;
+  EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":[)" + parts + R"({"type":"text","text":"q"}]}]})", &r, &e,
+                     &seen));
+  EXPECT_NE(e.message.find("too many images: 17 (the limit is 16)"), std::string::npos) << e.message;
+  EXPECT_TRUE(seen.empty());  // refused before any image was loaded
+}
+
 TEST(OpenAiParse, MediaIsLoadedOnlyAfterCheapChecks) {
   ChatRequest r;
   ApiError e;
