@@ -23,6 +23,7 @@ def main():
     p.add_argument("--out", required=True, help="output folder of JSON lines files")
     p.add_argument("--answers", default="", help="comma-separated answers whose log-probs to report")
     p.add_argument("--backend", default="auto")
+    p.add_argument("--max-tiles", type=int, default=None, help="tiles per image (default: the model's)")
     p.add_argument("--actors", type=int, default=1, help="engines (one per GPU)")
     p.add_argument("--gpus-per-actor", type=float, default=0)
     p.add_argument("--batch-size", type=int, default=64)
@@ -33,7 +34,8 @@ def main():
     ds = ray.data.read_binary_files(args.images, include_paths=True)
     ds = ds.map_batches(fovea.ray.Predictor,
                         fn_constructor_kwargs={"model": args.model, "backend": args.backend, "prompt": args.prompt,
-                                               "answers": [a for a in args.answers.split(",") if a]},
+                                               "answers": [a for a in args.answers.split(",") if a],
+                                               "max_tiles": args.max_tiles},
                         concurrency=args.actors, num_gpus=args.gpus_per_actor, batch_size=args.batch_size)
     ds.write_json(args.out)
     print(f"wrote {args.out}")

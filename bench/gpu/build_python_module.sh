@@ -16,5 +16,5 @@ rm -rf build-gpu-py/python/libs && mkdir -p build-gpu-py/python/libs
 ldd build-gpu-py/fovea build-gpu-py/python/fovea/_fovea*.so | awk '/jpeg|png|webp|sharpyuv/ { print $3 }' | sort -u |
   while read -r lib; do cp -L "$lib" build-gpu-py/python/libs/; done
 strip --strip-unneeded build-gpu-py/fovea build-gpu-py/python/fovea/_fovea*.so
-du -sh build-gpu-py/fovea build-gpu-py/python .carry 2>/dev/null
+du -sh build-gpu-py/fovea build-gpu-py/python .carry 2>/dev/null || true
 echo 'device call: run(command="bench/gpu/python_vs_run.sh", carry=[".carry", "build-gpu-py/fovea", "build-gpu-py/python"], timeout_s=600)'

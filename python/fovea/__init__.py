@@ -9,6 +9,7 @@
 """
 from ._engine import Engine
 from ._request import Request, Result, TokenLogprob
+from . import ray  # fovea.ray.Predictor after a plain `import fovea`; it imports Ray itself only when used
 
 __all__ = ["Engine", "Request", "Result", "TokenLogprob"]
 __version__ = "0.1.0"

@@ -42,9 +42,10 @@ def noise_requests(count, seed=0):
             for _ in range(count)]
 
 
-def coverage(ticks, start, end, bin_s=0.1):
-    """The share of bin_s-long bins of [start, end] in which another thread or task ticked at least once."""
-    bins = max(1, int((end - start) / bin_s))
+def coverage(ticks, start, end, bin_s=0.25):
+    """The share of bin_s-long bins of [start, end] in which another thread or task ticked at least once. Held
+    GIL (or a blocked loop) for the whole call gives ~0; a loaded CI machine may starve a few bins of CPU."""
+    bins = max(1, math.ceil((end - start) / bin_s))
     covered = len({int((t - start) / bin_s) for t in ticks if start <= t <= end})
     print(f"{end - start:.2f} s, {covered}/{bins} bins with a tick")
     return covered / bins
@@ -166,7 +167,7 @@ def test_generate_releases_the_gil(llm, images):
     worker.join()
     assert all(r.ok for r in results)
     assert end - start > 0.5, "too little work to tell"
-    assert coverage(ticks, start, end) >= 0.8, "another Python thread stalled while generate() ran"
+    assert coverage(ticks, start, end) >= 0.6, "another Python thread stalled while generate() ran"
 
 
 def test_stream_and_asyncio_forms(llm, images):
@@ -197,7 +198,7 @@ def test_stream_and_asyncio_forms(llm, images):
     assert [(r.tokens, r.answer_logprobs) for r in gathered] == expected
     assert sorted(r.index for r in seen) == list(range(len(requests)))
     assert all(r.ok for r in slow) and seconds > 0.5
-    assert covered >= 0.8, "the event loop stalled while the engine worked"
+    assert covered >= 0.6, "the event loop stalled while the engine worked"
 
     # Leaving a stream early cancels what has not started; the engine goes on serving.
     many = [fovea.Request(image=images[i % len(images)], prompt=PROMPT, max_tokens=4) for i in range(60)]
