@@ -30,6 +30,7 @@ const char* kUsage =
     "  --images DIR: the files as they are (each once unless --count)\n"
     "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)  --max-tiles N\n"
     "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
@@ -61,7 +62,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--help"});
+                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -77,6 +78,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.policy = args.get("--policy", "official");
   if (c.policy != "official" && c.policy != "compact") throw UsageError{"--policy must be official or compact"};
   c.engine.backend = args.get("--backend", "auto");
+  c.engine.gpus = args.get("--gpus");
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
@@ -94,6 +96,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     c.seed = uint64_t(args.get_int("--seed", 0));
     c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.decode_reps = args.get_int("--decode-reps", 2);
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -201,6 +204,11 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   result.stage_ms = {{"preprocess", after.preprocess_ms - before.preprocess_ms},
                      {"vit", after.vit_ms - before.vit_ms},
                      {"llm", after.llm_ms - before.llm_ms}};
+  for (size_t i = 0; i < after.engines.size(); ++i) {
+    const EngineStats& e = after.engines[i];
+    const EngineStats* b = i < before.engines.size() ? &before.engines[i] : nullptr;
+    result.engines.push_back({e.engine, e.requests_finished - (b ? b->requests_finished : 0), e.failed});
+  }
   return result;
 }
 

@@ -18,6 +18,7 @@ const char* kUsage =
     "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
     "         the tasks file's directory)\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
@@ -49,7 +50,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
                      "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4",
-                     "--dump-logits", "--help"});
+                     "--dump-logits", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -72,7 +73,9 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (!c.images.empty() && !args.has("--prompt")) throw UsageError{"--images needs --prompt TEXT"};
   try {
     c.engine.backend = args.get("--backend", "auto");
+    c.engine.gpus = args.get("--gpus");
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.defaults.prompt = args.get("--prompt");
     c.defaults.max_tokens = args.get_int("--max-tokens", 1);
     c.defaults.answers = split_list(args.get("--answers"));

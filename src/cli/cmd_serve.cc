@@ -23,6 +23,7 @@ const char* kUsage =
     "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024)  --threads N (handlers, 256)\n"
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
@@ -49,7 +50,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -69,6 +70,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.api.media.allowed_media_dir = args.get("--allowed-media-dir");
   c.api.media.allow_remote = args.has("--allow-remote-media");
   c.engine.backend = args.get("--backend", "auto");
+  c.engine.gpus = args.get("--gpus");
   try {
     c.api.http.port = args.get_int("--port", 8000);
     c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
@@ -81,6 +83,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     c.api.parse.default_max_tokens = args.get_int("--default-max-tokens", 256);
     c.engine.max_queue = args.get_int("--max-queue", c.engine.max_queue);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.drain_timeout_ms = int(args.get_double("--drain-timeout-s", 30) * 1000);
   } catch (const Error& e) {
     const std::string m = e.what();

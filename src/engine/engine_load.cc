@@ -70,6 +70,14 @@ void log_w4(const ModelRunner& runner) {
   for (const std::string& why : w4.dequantized) std::fprintf(stderr, "fovea:   dequantized %s\n", why.c_str());
 }
 
+// EngineConfig::gpus of one engine: "" or a single GPU index.
+int gpu_index(const std::string& gpus) {
+  if (gpus.empty()) return 0;
+  FOVEA_CHECK(gpus.find_first_not_of("0123456789") == std::string::npos && gpus.size() < 4,
+              "one engine runs on one GPU: --gpus '", gpus, "' is not a single index here");
+  return std::stoi(gpus);
+}
+
 }  // namespace
 
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -79,7 +87,10 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   FOVEA_CHECK(config.quantization == "none" || config.quantization == "fp8" || config.quantization == "fp8-all",
               "unknown quantization '", config.quantization, "' (none, fp8, fp8-all)");
-  std::unique_ptr<Backend> backend = make_backend(config.backend);
+  // One engine drives one GPU: config.gpus is "" (device 0) or that GPU's index here; make_engine_service
+  // resolves "all" and lists into one engine per index.
+  const int device = gpu_index(config.gpus);
+  std::unique_ptr<Backend> backend = make_backend(config.backend, device);
   const bool gpu = backend->device() == Device::CUDA;
   LoadOptions load;
   load.keep_w4 = keep_w4_packed(config, gpu);
@@ -121,6 +132,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   log_device_memory(*impl.runner, opts);
   log_w4(*impl.runner);
   impl.tokenizer = load_tokenizer(config.model_dir);
+  if (gpu) impl.bind_scheduler_thread = [device] { bind_cuda_device(device); };
   impl.start();
 }
 

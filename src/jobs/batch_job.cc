@@ -135,10 +135,13 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     rate.add(now_seconds(), int64_t(finished.size()));
   };
   callbacks.on_tick = [&] {
+    if (options.progress) progress.set_detail(engine_shares(service.stats()));
     if (options.progress) progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
   };
+  callbacks.engine_failure_retries = 1;  // once, on another engine (a failed engine leaves the rotation)
   pump_requests(service, todo.size(), options.concurrency, callbacks);
   summary.elapsed_s = now_seconds() - start;
+  if (options.progress) progress.set_detail(engine_shares(service.stats()));
   if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
   return summary;
 }
