@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "jobs/batch_job.h"
+#include "jobs/openai_batch.h"
 #include "engine/service.h"
 
 namespace fovea {
@@ -16,7 +17,8 @@ namespace {
 const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
     "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
-    "         the tasks file's directory)\n"
+    "         the tasks file's directory), or an OpenAI batch file ({\"custom_id\", \"method\", \"url\":\n"
+    "         \"/v1/chat/completions\", \"body\"} per line, detected) -> OpenAI batch output, keyed by custom_id\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
@@ -110,6 +112,12 @@ int run_main(const std::vector<std::string>& raw) {
     if (!e.message.empty()) std::fprintf(stderr, "fovea run: %s\n", e.message.c_str());
     std::fputs(kUsage, stderr);
     return e.message.empty() ? 0 : 2;
+  }
+  if (!config.input.empty() && is_openai_batch_file(config.input)) {
+    auto service = make_engine_service(config.engine);
+    const BatchJobSummary summary = run_openai_batch_job(*service, config.input, config.output, config.job);
+    service->drain();
+    return summary.any_failed() ? 1 : 0;
   }
   const TaskList tasks = config.input.empty() ? tasks_from_image_dir(config.images, config.defaults)
                                               : read_tasks_jsonl(config.input, config.defaults);

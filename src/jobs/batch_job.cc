@@ -67,17 +67,7 @@ BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
 BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, const std::string& output_path,
                               const BatchJobOptions& options) {
   BatchJobSummary summary;
-  ExistingResults existing = recover_results_file(output_path);  // first: a torn tail must go before a rewrite
-  if (options.retry_failed && !existing.failed.empty()) {
-    const int dropped = drop_failed_records(output_path);
-    std::fprintf(stderr, "resume: retrying %d failed tasks\n", dropped);
-    existing = recover_results_file(output_path);
-  }
-  if (existing.truncated_bytes > 0)
-    std::fprintf(stderr, "resume: dropped a torn last line (%lld bytes) from %s\n", (long long)existing.truncated_bytes,
-                 output_path.c_str());
-  if (existing.unreadable_lines > 0)
-    std::fprintf(stderr, "resume: ignored %d unreadable lines in %s\n", existing.unreadable_lines, output_path.c_str());
+  const ExistingResults existing = resume_results_file(output_path, options.retry_failed);
 
   std::vector<const BatchTask*> todo;
   for (const auto& task : list.tasks) {

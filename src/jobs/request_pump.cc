@@ -39,6 +39,7 @@ RequestCallback collector(size_t index, std::shared_ptr<Mailbox> mailbox) {
   return [partial, mailbox](const RequestEvent& ev) {
     partial->text += ev.text_delta;
     partial->tokens.insert(partial->tokens.end(), ev.token_delta.begin(), ev.token_delta.end());
+    partial->logprobs.insert(partial->logprobs.end(), ev.logprob_delta.begin(), ev.logprob_delta.end());
     if (!ev.finished) return;
     partial->final = ev;
     mailbox->post(std::move(*partial));

@@ -15,6 +15,7 @@ struct FinishedRequest {
   size_t index = 0;            // which job
   std::string text;            // all text deltas joined
   std::vector<int32_t> tokens; // all generated token ids
+  std::vector<TokenLogprob> logprobs;  // all logprob deltas (when the request asked for them)
   RequestEvent final;          // the final event (error, answer_logprobs, token counts, ms)
 };
 

@@ -1,6 +1,7 @@
 #include "server/openai_api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/error.h"
@@ -336,6 +337,20 @@ Json models_json(const std::string& model_name, int64_t created) {
   return Json{{"object", "list"},
               {"data", Json::array({Json{{"id", model_name}, {"object", "model"}, {"created", created},
                                          {"owned_by", "fovea"}}})}};
+}
+
+ApiError engine_error(const RequestEvent& event) {
+  ApiError e;
+  e.message = event.error;
+  std::string m = event.error;
+  for (char& c : m) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const bool client_fault = event.completion_tokens == 0 &&
+                            (m.find("image") != std::string::npos || m.find("decode") != std::string::npos ||
+                             m.find("too long") != std::string::npos || m.find("context length") != std::string::npos);
+  e.status = client_fault ? 400 : 500;
+  e.type = client_fault ? "invalid_request_error" : "server_error";
+  if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
+  return e;
 }
 
 }  // namespace fovea::openai
