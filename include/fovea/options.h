@@ -10,7 +10,7 @@ struct EngineConfig {
   std::string model_dir;
   std::string backend = "auto";   // cpu, cuda, auto
   // Which GPUs to run on, one engine per GPU behind one data-parallel dispatcher: "" the default device (0),
-  // "all" every visible GPU, or a list of indices "0,1,3". One index runs a single engine on that device.
+  // "all" every visible GPU, or a list of indices "0,1,3" (one index: one engine on that GPU, same dispatch).
   std::string gpus;
   int replicas = 1;               // the CPU backend's equivalent of gpus: N engines through the same dispatch
   int kv_blocks = 0;              // 0: size from memory

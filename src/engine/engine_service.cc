@@ -102,7 +102,9 @@ Plan plan_engines(const EngineConfig& config) {
 
 std::unique_ptr<InferenceService> make_engine_service(const EngineConfig& config) {
   Plan plan = plan_engines(config);
-  if (plan.configs.size() == 1) return make_one(plan.configs[0], 0);
+  // An explicit --gpus goes through the dispatcher even for one GPU (the same path as for eight: its cost is
+  // measured by bench/gpu/data_parallel_check.sh); the default stays one bare engine.
+  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0);
   // Engines load in parallel, each on its own thread (which make_cuda_backend binds to the engine's GPU).
   const size_t n = plan.configs.size();
   std::vector<std::unique_ptr<InferenceService>> engines(n);
