@@ -15,7 +15,7 @@
 #include "jobs/bench_report.h"
 #include "jobs/bench_workload.h"
 #include "jobs/request_pump.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 #include "tokenizer/chat_template.h"
 
 namespace fovea {

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "jobs/batch_job.h"
 #include "jobs/openai_batch.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 namespace {

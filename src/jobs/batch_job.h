@@ -6,7 +6,7 @@
 
 #include "jobs/batch_tasks.h"
 #include "jobs/results_file.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "fovea/engine.h"
 
 namespace fovea::openai {
 
