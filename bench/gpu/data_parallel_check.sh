@@ -4,6 +4,7 @@
 # Also checks that both give the same answers token for token. Builds nothing: run bench/gpu/prepare_carry.sh
 # --build here first (the binary and the photos/tokenizer travel in .carry and build-gpu).
 #   bench/gpu/data_parallel_check.sh [--requests 200] [--skip-model]
+# --skip-model reuses $WORK/model (run_all.sh's, same WORK) on a warm machine: three runs then fit one device call.
 # Writes $OUT/data_parallel.json {"default": [qpm, qpm], "gpus0": qpm, "ratio": gpus0 / mean(default), ...}.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,7 @@ run() {  # run NAME EXTRA_ARGS
   rm -f "$WORK/dp_$1.jsonl"
   python3 $here/fovea_run.py --fovea "$FOVEA" --model "$WORK/model" --tasks "$WORK/tasks.jsonl" \
     --output "$WORK/dp_$1.jsonl" --summary "$OUT/dp_$1.json" --log "$OUT/dp_$1.log" --name "$1" \
-    --backend cuda --policy official --extra-args "$2" --timeout 150
+    --backend cuda --policy official --extra-args "$2" --timeout 140
 }
 run default_a ""
 run gpus0 "--gpus 0"
@@ -44,7 +45,7 @@ def records(n):
     return {r["id"]: (r.get("tokens"), r.get("error")) for r in map(json.loads, open(f"{work}/dp_{n}.jsonl"))}
 a, g = records("default_a"), records("gpus0")
 same = sum(1 for k in a if k in g and a[k] == g[k])
-qpm = {n: s[n]["qpm_steady"] for n in s}
+qpm = {n: s[n].get("qpm_steady") or 0.0 for n in s}  # 0: that run failed (see its log)
 base = (qpm["default_a"] + qpm["default_b"]) / 2
 result = {"default": [qpm["default_a"], qpm["default_b"]], "gpus0": qpm["gpus0"],
           "ratio": qpm["gpus0"] / base if base else None, "same_tokens": same, "requests": len(a),
