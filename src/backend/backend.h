@@ -186,7 +186,11 @@ std::unique_ptr<Backend> make_cpu_backend();
 // Throws fovea::Error("built without CUDA") in builds without the CUDA backend, or when no GPU is present.
 std::unique_ptr<Backend> make_cuda_backend(int device_index = 0);
 bool cuda_backend_available();  // compiled in and a GPU is visible
-// "cpu", "cuda", or "auto" (cuda when available).
-std::unique_ptr<Backend> make_backend(const std::string& name);
+int cuda_device_count();        // GPUs visible to this process (0 without the CUDA backend)
+// Makes the calling thread's CUDA calls go to GPU `device_index` (CUDA's current device is per thread): every
+// thread that drives a CudaBackend on a GPU other than 0 calls it first. No-op without the CUDA backend.
+void bind_cuda_device(int device_index);
+// "cpu", "cuda", or "auto" (cuda when available); device_index picks the GPU for cuda.
+std::unique_ptr<Backend> make_backend(const std::string& name, int device_index = 0);
 
 }  // namespace fovea

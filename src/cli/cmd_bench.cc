@@ -15,7 +15,7 @@
 #include "jobs/bench_report.h"
 #include "jobs/bench_workload.h"
 #include "jobs/request_pump.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 #include "tokenizer/chat_template.h"
 
 namespace fovea {
@@ -55,6 +55,7 @@ const char* kUsage =
     "    image's questions submitted together; QPM counts questions; reports prompt tokens computed vs needed\n"
     "  --first-tokens FILE: one JSON line per request {image, question, tokens}  --no-prefix-cache\n"
     "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
@@ -89,7 +90,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
                      "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--questions", "--first-tokens",
-                     "--no-prefix-cache", "--help"});
+                     "--no-prefix-cache", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -105,6 +106,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.policy = args.get("--policy", "official");
   if (c.policy != "official" && c.policy != "compact") throw UsageError{"--policy must be official or compact"};
   c.engine.backend = args.get("--backend", "auto");
+  c.engine.gpus = args.get("--gpus");
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
@@ -124,6 +126,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     c.seed = uint64_t(args.get_int("--seed", 0));
     c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.decode_reps = args.get_int("--decode-reps", 2);
     c.questions = args.get_int("--questions", 1);
   } catch (const Error& e) {
@@ -252,6 +255,11 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   result.stage_ms = {{"preprocess", after.preprocess_ms - before.preprocess_ms},
                      {"vit", after.vit_ms - before.vit_ms},
                      {"llm", after.llm_ms - before.llm_ms}};
+  for (size_t i = 0; i < after.engines.size(); ++i) {
+    const EngineStats& e = after.engines[i];
+    const EngineStats* b = i < before.engines.size() ? &before.engines[i] : nullptr;
+    result.engines.push_back({e.engine, e.requests_finished - (b ? b->requests_finished : 0), e.failed});
+  }
   return result;
 }
 

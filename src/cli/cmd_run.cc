@@ -9,7 +9,8 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "jobs/batch_job.h"
-#include "engine/service.h"
+#include "jobs/openai_batch.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 namespace {
@@ -18,6 +19,8 @@ const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
     "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
     "         the tasks file's directory; http://, https:// and s3://bucket/key URLs are downloaded);\n"
+    "         or an OpenAI batch file ({\"custom_id\", \"method\", \"url\": \"/v1/chat/completions\", \"body\"}\n"
+    "         per line, detected) -> OpenAI batch output, keyed by custom_id;\n"
     "         \"prompts\": [...] instead of \"prompt\": one record per question, id \"<id>#<k>\";\n"
     "         \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"
     "  URL images: --fetch-timeout SECONDS (per attempt, 60)  --fetch-retries N (5xx/timeouts, 3)\n"
@@ -25,6 +28,7 @@ const char* kUsage =
     "    --s3-endpoint URL (else AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL; keys from AWS_* or ~/.aws)\n"
     "  --max-image-bytes N (per image, files and URLs; default 64 MiB)\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"
     "  --kv-blocks N   --progress-interval SECONDS (non-terminal progress lines, default 10)   --quiet\n"
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
@@ -58,7 +62,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
                      "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4",
                      "--dump-logits", "--fetch-timeout", "--fetch-retries", "--fetch-parallel", "--prefetch",
-                     "--ca-file", "--s3-endpoint", "--max-image-bytes", "--help"});
+                     "--ca-file", "--s3-endpoint", "--max-image-bytes", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -81,7 +85,9 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (!c.images.empty() && !args.has("--prompt")) throw UsageError{"--images needs --prompt TEXT"};
   try {
     c.engine.backend = args.get("--backend", "auto");
+    c.engine.gpus = args.get("--gpus");
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.defaults.prompt = args.get("--prompt");
     c.defaults.max_tokens = args.get_int("--max-tokens", 1);
     c.defaults.answers = split_list(args.get("--answers"));
@@ -128,6 +134,12 @@ int run_main(const std::vector<std::string>& raw) {
     if (!e.message.empty()) std::fprintf(stderr, "fovea run: %s\n", e.message.c_str());
     std::fputs(kUsage, stderr);
     return e.message.empty() ? 0 : 2;
+  }
+  if (!config.input.empty() && is_openai_batch_file(config.input)) {
+    auto service = make_engine_service(config.engine);
+    const BatchJobSummary summary = run_openai_batch_job(*service, config.input, config.output, config.job);
+    service->drain();
+    return summary.any_failed() ? 1 : 0;
   }
   const TaskList tasks = config.input.empty() ? tasks_from_image_dir(config.images, config.defaults)
                                               : read_tasks_jsonl(config.input, config.defaults);

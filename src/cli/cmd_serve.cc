@@ -32,6 +32,7 @@ const char* kUsage =
     "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
     "          --max-body-memory N (request bodies held at once, default 1 GiB; beyond it: 503)\n"
     "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
+    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
@@ -61,7 +62,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -84,6 +85,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.api.media.ca_file = args.get("--ca-file");
   c.api.media.s3_endpoint = args.get("--s3-endpoint");
   c.engine.backend = args.get("--backend", "auto");
+  c.engine.gpus = args.get("--gpus");
   try {
     c.api.http.port = args.get_int("--port", 8000);
     c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
@@ -97,6 +99,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
     c.api.parse.default_max_tokens = args.get_int("--default-max-tokens", 256);
     c.engine.max_queue = args.get_int("--max-queue", c.engine.max_queue);
     c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
+    c.engine.replicas = args.get_int("--replicas", 1);
     c.drain_timeout_ms = int(args.get_double("--drain-timeout-s", 30) * 1000);
   } catch (const Error& e) {
     const std::string m = e.what();

@@ -12,6 +12,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The device itself failed (a CUDA error, device memory exhausted): the engine that owns it cannot go on. The
+// scheduler lets it through instead of failing one step's requests; the engine then fails everything it holds
+// and takes no more requests, and a data-parallel dispatcher routes around it.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Joins any streamable values into one string: str("tensor ", name, " has ", n, " dims").
 template <typename... Args>
 std::string str(const Args&... args) {

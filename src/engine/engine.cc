@@ -1,10 +1,12 @@
 // Engine: submission from any thread, the preprocessing pool, the scheduler thread, event delivery, stats.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <exception>
 
 #include "core/error.h"
 #include "engine/engine_impl.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 
@@ -69,6 +71,7 @@ int64_t Engine::submit(Request request, RequestCallback callback) {
   int64_t id;
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
+    FOVEA_CHECK(impl.stats.failure.empty(), impl.stats.failure);
     FOVEA_CHECK(impl.accepting, "engine is not accepting requests (draining or stopped)");
     FOVEA_CHECK(int(impl.callbacks.size()) < impl.config.max_queue, "queue full: ", impl.callbacks.size(),
                 " requests in flight (max_queue ", impl.config.max_queue, ")");
@@ -101,6 +104,13 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::Impl::scheduler_loop() {
+  if (bind_scheduler_thread) {
+    try {
+      bind_scheduler_thread();
+    } catch (const std::exception& e) {
+      fail_engine(e.what());
+    }
+  }
   for (;;) {
     std::vector<PreparedRequest> arrived;
     std::vector<FailedPreparation> failed;
@@ -118,6 +128,8 @@ void Engine::Impl::scheduler_loop() {
     }
     try {
       run_iteration(arrived, failed, cancels);
+    } catch (const DeviceError& e) {
+      fail_engine(e.what());
     } catch (const std::exception& e) {
       // Only a bug gets here (request errors are caught per request). Fail what is held rather than let the
       // exception end the thread, which would terminate the process.
@@ -134,8 +146,15 @@ void Engine::Impl::scheduler_loop() {
 
 void Engine::Impl::run_iteration(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed,
                                  std::vector<int64_t>& cancels) {
-  for (const FailedPreparation& f : failed)
-    if (!cancel_on_arrival.erase(f.id)) emit_final(f.id, f.submitted, "error", f.error);
+  if (!device_failure.empty()) return fail_arrivals(arrived, failed);
+  for (const FailedPreparation& f : failed) {
+    // Cancelled while on the pool: its final event says so (it must get one either way).
+    if (cancel_on_arrival.erase(f.id)) {
+      emit_final(f.id, f.submitted, "cancelled", "");
+    } else {
+      emit_final(f.id, f.submitted, "error", f.error);
+    }
+  }
   for (PreparedRequest& request : arrived) {
     if (cancel_on_arrival.erase(request.id)) {
       emit_final(request.id, request.submitted, "cancelled", "");
@@ -148,7 +167,45 @@ void Engine::Impl::run_iteration(std::vector<PreparedRequest>& arrived, std::vec
     std::unique_lock<std::mutex> lock(mutex);
     dispatch_preparation(lock);
   }
-  if (scheduler->has_work()) scheduler->step();
+  if (scheduler->has_work()) {
+    if (fail_after_steps.load() > 0 && fail_after_steps.fetch_sub(1) == 1)
+      throw DeviceError("injected device failure (test hook)");
+    scheduler->step();
+  }
+}
+
+void Engine::fail_after_steps(int steps) { impl_->fail_after_steps.store(std::max(0, steps)); }
+
+// The device failed (engine/engine.h): everything held fails with one "engine failed: ..." error, submit()
+// refuses from now on, and requests still on the preprocessing pool fail as they come back (fail_arrivals).
+void Engine::Impl::fail_engine(const std::string& why) {
+  device_failure = std::string(kEngineFailedPrefix) + ": " + why;
+  std::fprintf(stderr, "fovea: %s\n", device_failure.c_str());
+  std::deque<Pending> never_prepared;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stats.failed = true;
+    stats.failure = device_failure;
+    accepting = false;
+    never_prepared.swap(to_prepare);
+  }
+  try {
+    scheduler->fail_all(device_failure);
+  } catch (...) {
+    // Nothing more can be done for those; the engine stays up to answer the rest.
+  }
+  for (const Pending& p : never_prepared) emit_final(p.id, p.submitted, "error", device_failure);
+}
+
+void Engine::Impl::fail_arrivals(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed) {
+  for (const FailedPreparation& f : failed) {
+    const bool cancelled = cancel_on_arrival.erase(f.id) > 0;
+    emit_final(f.id, f.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure);
+  }
+  for (const PreparedRequest& r : arrived) {
+    const bool cancelled = cancel_on_arrival.erase(r.id) > 0;
+    emit_final(r.id, r.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure);
+  }
 }
 
 // Hands requests to the pool while fewer than prefetch_limit are being prepared or wait for admission.

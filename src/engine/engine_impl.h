@@ -1,8 +1,10 @@
 // Engine internals shared by engine.cc (threads, submission, events) and engine_load.cc (building the real
 // runner). Threading contract: docs/design.md, "Engine: threads, ownership, KV, scheduling".
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -31,10 +33,15 @@ struct Engine::Impl {
   RecentImages recent_images{16};  // shared by the pool's preparations (prep_context.recent)
   PrepContext prep_context;
   int prefetch_limit = 0;
+  // Runs first on the scheduler thread: binds it to the engine's GPU (CUDA's current device is per thread).
+  std::function<void()> bind_scheduler_thread;
 
   // ---- scheduler thread only ----
   std::unique_ptr<Scheduler> scheduler;
   std::unordered_set<int64_t> cancel_on_arrival;  // cancelled while being preprocessed
+  std::string device_failure;  // non-empty once the device failed: every request gets this error
+
+  std::atomic<int> fail_after_steps{0};  // test hook (Engine::fail_after_steps); 0: never
 
   // ---- guarded by mutex ----
   mutable std::mutex mutex;
@@ -59,7 +66,7 @@ struct Engine::Impl {
   int64_t next_id = 1;
   bool accepting = true;
   bool stopping = false;
-  EngineStats stats;
+  EngineStats stats;  // stats.failure is set (under the mutex) when the device fails; submit() then refuses
 
   std::unique_ptr<ThreadPool> pool;  // declared late: destroyed (joined) before the state its tasks touch
   std::thread scheduler_thread;
@@ -75,6 +82,8 @@ struct Engine::Impl {
   void deliver(int64_t id, const RequestEvent& event);
   void publish_stats();
   void finish_leftovers();
+  void fail_engine(const std::string& why);
+  void fail_arrivals(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed);
   void emit_final(int64_t id, Clock::time_point submitted, const std::string& reason, const std::string& error);
 };
 

@@ -101,6 +101,14 @@ void log_w4(const ModelRunner& runner) {
   for (const std::string& why : w4.dequantized) std::fprintf(stderr, "fovea:   dequantized %s\n", why.c_str());
 }
 
+// EngineConfig::gpus of one engine: "" or a single GPU index.
+int gpu_index(const std::string& gpus) {
+  if (gpus.empty()) return 0;
+  FOVEA_CHECK(gpus.find_first_not_of("0123456789") == std::string::npos && gpus.size() < 4,
+              "one engine runs on one GPU: --gpus '", gpus, "' is not a single index here");
+  return std::stoi(gpus);
+}
+
 }  // namespace
 
 Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
@@ -108,7 +116,10 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   impl.config = config;
   RunnerOptions opts;
   apply_quantization(config.quantization, opts);  // before any loading: a bad name fails at once
-  std::unique_ptr<Backend> backend = make_backend(config.backend);
+  // One engine drives one GPU: config.gpus is "" (device 0) or that GPU's index here; make_engine_service
+  // resolves "all" and lists into one engine per index.
+  const int device = gpu_index(config.gpus);
+  std::unique_ptr<Backend> backend = make_backend(config.backend, device);
   const bool gpu = backend->device() == Device::CUDA;
   // A step cannot be interrupted, and the CPU reference spends seconds on a thousand prompt tokens: shorter
   // steps there let a cancel (a client that went away) take effect within one (13 official tiles still fit).
@@ -150,6 +161,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   log_device_memory(*impl.runner, opts);
   log_w4(*impl.runner);
   impl.tokenizer = load_tokenizer(config.model_dir);
+  if (gpu) impl.bind_scheduler_thread = [device] { bind_cuda_device(device); };
   impl.start();
 }
 

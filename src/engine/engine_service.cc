@@ -1,8 +1,15 @@
-// The production InferenceService: an Engine plus the model's tokenizer (for logprob token texts). Kept in its
-// own file so that tests linking fovea_server with a fake service do not pull in the engine.
-#include <mutex>
+// The production InferenceService: one Engine plus the model's tokenizer (for logprob token texts), or several
+// behind the data-parallel dispatcher (engine/data_parallel.h) when EngineConfig::gpus / replicas ask for more
+// than one. Kept in its own file so that tests linking fovea_server with a fake service do not pull in the engine.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <thread>
 
+#include "backend/backend.h"
 #include "core/error.h"
+#include "engine/data_parallel.h"
 #include "engine/service.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,16 +36,101 @@ class EngineService final : public InferenceService {
     if (!tokenizer_ || token < 0 || token >= tokenizer_->vocab_size()) return "";
     return tokenizer_->decode({token}, false);
   }
+  Engine& engine() { return engine_; }
 
  private:
   Engine engine_;
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
+// FOVEA_FAIL_ENGINE=K:S (fault injection for tests and drills): engine K fails as if its device had, after S
+// scheduler steps. Returns S for engine `index`, 0 otherwise.
+int injected_failure_steps(size_t index) {
+  const char* spec = std::getenv("FOVEA_FAIL_ENGINE");
+  if (!spec || !*spec) return 0;
+  const std::string s = spec;
+  const size_t colon = s.find(':');
+  FOVEA_CHECK(colon != std::string::npos, "FOVEA_FAIL_ENGINE='", s, "': expected ENGINE:STEPS");
+  if (std::stoul(s.substr(0, colon)) != index) return 0;
+  return std::max(1, std::stoi(s.substr(colon + 1)));
+}
+
+std::unique_ptr<InferenceService> make_one(const EngineConfig& config, size_t index) {
+  auto service = std::make_unique<EngineService>(config);
+  if (const int steps = injected_failure_steps(index)) service->engine().fail_after_steps(steps);
+  return service;
+}
+
+// What to build: one config per engine and its label.
+struct Plan {
+  std::vector<EngineConfig> configs;
+  std::vector<std::string> labels;
+};
+
+Plan plan_engines(const EngineConfig& config) {
+  FOVEA_CHECK(config.replicas >= 1, "--replicas must be at least 1");
+  const bool cpu = config.backend == "cpu" || (config.backend == "auto" && !cuda_backend_available());
+  Plan plan;
+  if (!config.gpus.empty()) {
+    FOVEA_CHECK(!cpu, "--gpus needs the CUDA backend (", config.backend == "cpu" ? "--backend cpu was given" :
+                "no GPU is visible", "); the CPU backend takes --replicas N");
+    FOVEA_CHECK(config.replicas == 1, "--gpus and --replicas exclude each other (one engine per GPU)");
+    for (const int gpu : parse_gpu_list(config.gpus, cuda_device_count())) {
+      EngineConfig one = config;
+      one.gpus = std::to_string(gpu);
+      plan.configs.push_back(one);
+      plan.labels.push_back("cuda:" + std::to_string(gpu));
+    }
+  } else {
+    FOVEA_CHECK(cpu || config.replicas == 1, "--replicas is for the CPU backend; on GPUs use --gpus");
+    for (int r = 0; r < config.replicas; ++r) {
+      EngineConfig one = config;
+      one.replicas = 1;
+      plan.configs.push_back(one);
+      plan.labels.push_back((cpu ? "cpu#" : "cuda:") + std::to_string(r));
+    }
+  }
+  // Each engine has its own preprocessing pool: together they use the cores once, not N times.
+  if (plan.configs.size() > 1 && config.preprocess_threads <= 0) {
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    for (EngineConfig& c : plan.configs) c.preprocess_threads = std::max(1, cores / int(plan.configs.size()));
+  }
+  return plan;
+}
+
 }  // namespace
 
 std::unique_ptr<InferenceService> make_engine_service(const EngineConfig& config) {
-  return std::make_unique<EngineService>(config);
+  Plan plan = plan_engines(config);
+  // An explicit --gpus goes through the dispatcher even for one GPU (the same path as for eight: its cost is
+  // measured by bench/gpu/data_parallel_check.sh); the default stays one bare engine.
+  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0);
+  // Engines load in parallel, each on its own thread (which make_cuda_backend binds to the engine's GPU).
+  const size_t n = plan.configs.size();
+  std::vector<std::unique_ptr<InferenceService>> engines(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> loaders;
+  for (size_t i = 0; i < n; ++i)
+    loaders.emplace_back([&, i] {
+      try {
+        engines[i] = make_one(plan.configs[i], i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (std::thread& t : loaders) t.join();
+  for (size_t i = 0; i < n; ++i) {
+    if (!errors[i]) continue;
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const std::exception& e) {
+      FOVEA_FAIL("engine ", plan.labels[i], " could not start: ", e.what());
+    }
+  }
+  std::fprintf(stderr, "fovea: %zu engines (data parallel):", n);
+  for (const std::string& label : plan.labels) std::fprintf(stderr, " %s", label.c_str());
+  std::fputc('\n', stderr);
+  return std::make_unique<DataParallelService>(std::move(engines), std::move(plan.labels));
 }
 
 }  // namespace fovea

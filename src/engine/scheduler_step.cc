@@ -36,6 +36,8 @@ bool Scheduler::step() {
       results = runner_.step(chunks);
       if (results.size() != chunks.size())
         failure = str("runner returned ", results.size(), " results for ", chunks.size(), " chunks");
+    } catch (const DeviceError&) {
+      throw;  // the device is gone, not this step's requests: the engine fails as a whole (engine.cc)
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -86,6 +88,8 @@ void Scheduler::encode_planned(StepPlan& plan) {
     handles = runner_.encode_images(pixels);
     if (handles.size() != keys.size())
       failure = str("runner returned ", handles.size(), " image handles for ", keys.size(), " images");
+  } catch (const DeviceError&) {
+    throw;  // as in step(): the engine fails as a whole
   } catch (const std::exception& e) {
     failure = e.what();
   }

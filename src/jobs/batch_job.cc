@@ -83,17 +83,7 @@ void group_by_image(std::vector<const BatchTask*>* todo) {
 BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, const std::string& output_path,
                               const BatchJobOptions& options) {
   BatchJobSummary summary;
-  ExistingResults existing = recover_results_file(output_path);  // first: a torn tail must go before a rewrite
-  if (options.retry_failed && !existing.failed.empty()) {
-    const int dropped = drop_failed_records(output_path);
-    std::fprintf(stderr, "resume: retrying %d failed tasks\n", dropped);
-    existing = recover_results_file(output_path);
-  }
-  if (existing.truncated_bytes > 0)
-    std::fprintf(stderr, "resume: dropped a torn last line (%lld bytes) from %s\n", (long long)existing.truncated_bytes,
-                 output_path.c_str());
-  if (existing.unreadable_lines > 0)
-    std::fprintf(stderr, "resume: ignored %d unreadable lines in %s\n", existing.unreadable_lines, output_path.c_str());
+  const ExistingResults existing = resume_results_file(output_path, options.retry_failed);
 
   std::vector<const BatchTask*> todo;
   for (const auto& task : list.tasks) {
@@ -173,10 +163,13 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     rate.add(now_seconds(), int64_t(finished.size()));
   };
   callbacks.on_tick = [&] {
+    if (options.progress) progress.set_detail(engine_shares(service.stats()));
     if (options.progress) progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
   };
+  callbacks.engine_failure_retries = 1;  // once, on another engine (a failed engine leaves the rotation)
   pump_requests(service, todo.size(), options.concurrency, callbacks);
   summary.elapsed_s = now_seconds() - start;
+  if (options.progress) progress.set_detail(engine_shares(service.stats()));
   if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
   return summary;
 }

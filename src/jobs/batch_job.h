@@ -7,7 +7,7 @@
 #include "fetch/fetch.h"
 #include "jobs/batch_tasks.h"
 #include "jobs/results_file.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 

@@ -50,6 +50,17 @@ nlohmann::ordered_json bench_json(const BenchResult& r) {
   j["mfu"] = r.mfu();
   j["flop_floor_qpm"] = r.flop_floor_qpm();
   j["fraction_of_floor"] = r.flop_floor_qpm() > 0 ? r.qpm() / r.flop_floor_qpm() : 0;
+  if (!r.engines.empty()) {
+    int64_t all = 0;
+    for (const auto& e : r.engines) all += e.requests;
+    nlohmann::ordered_json engines = nlohmann::ordered_json::array();
+    for (const auto& e : r.engines)
+      engines.push_back({{"engine", e.engine},
+                         {"requests", e.requests},
+                         {"share", all > 0 ? double(e.requests) / double(all) : 0.0},
+                         {"failed", e.failed}});
+    j["engines"] = engines;
+  }
   nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
   for (const auto& [t, done] : r.timeline) timeline.push_back({t, done});
   j["timeline"] = timeline;

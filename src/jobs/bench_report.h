@@ -58,6 +58,13 @@ struct BenchResult {
   std::vector<double> latencies_ms;
   DecodeMeasure decode;  // requests 0: not measured (max_tokens 1)
   QuestionsMeasure questions;
+  // Behind the data-parallel dispatcher (--gpus / --replicas): the requests each engine finished in the run.
+  struct EngineShare {
+    std::string engine;  // "cuda:0", "cpu#1"
+    int64_t requests = 0;
+    bool failed = false;
+  };
+  std::vector<EngineShare> engines;
 
   double qpm() const { return wall_s > 0 ? (requests - failed) * 60.0 / wall_s : 0; }
   double achieved_tflops() const { return wall_s > 0 ? flops.total() / wall_s / 1e12 : 0; }

@@ -41,17 +41,36 @@ void Progress::update(int64_t done, int64_t failed, double qpm, double now_s) {
   const double min_gap = terminal_ ? 0.2 : interval_s_;
   if (now_s - last_s_ < min_gap) return;
   last_s_ = now_s;
-  if (terminal_) std::fprintf(out_, "\r%s\033[K", format(done, failed, total_, qpm, true).c_str());
-  else std::fprintf(out_, "progress: %s\n", format(done, failed, total_, qpm, false).c_str());
+  const std::string detail = detail_.empty() ? "" : " | " + detail_;
+  if (terminal_) std::fprintf(out_, "\r%s%s\033[K", format(done, failed, total_, qpm, true).c_str(), detail.c_str());
+  else std::fprintf(out_, "progress: %s%s\n", format(done, failed, total_, qpm, false).c_str(), detail.c_str());
   std::fflush(out_);
 }
 
 void Progress::finish(int64_t done, int64_t failed, double elapsed_s) {
   const double qpm = elapsed_s > 0 ? double(done) * 60.0 / elapsed_s : 0.0;
   if (terminal_) std::fprintf(out_, "\r\033[K");
-  std::fprintf(out_, "done: %lld/%lld tasks, %lld failed, %s, %.1f QPM\n", (long long)done, (long long)total_,
-               (long long)failed, format_duration(elapsed_s).c_str(), qpm);
+  std::fprintf(out_, "done: %lld/%lld tasks, %lld failed, %s, %.1f QPM%s\n", (long long)done, (long long)total_,
+               (long long)failed, format_duration(elapsed_s).c_str(), qpm,
+               detail_.empty() ? "" : (", " + detail_).c_str());
   std::fflush(out_);
+}
+
+std::string engine_shares(const EngineStats& stats) {
+  if (stats.engines.empty()) return "";
+  int64_t total = 0;
+  for (const EngineStats& e : stats.engines) total += e.requests_finished;
+  std::string out = "engines";
+  std::string failed;
+  for (const EngineStats& e : stats.engines) {
+    char buf[96];
+    const int64_t n = e.requests_finished;
+    std::snprintf(buf, sizeof buf, " %s %.0f%%", e.engine.c_str(), total > 0 ? 100.0 * double(n) / double(total) : 0.0);
+    out += buf;
+    if (e.failed) failed += (failed.empty() ? "" : ", ") + e.engine;
+  }
+  if (!failed.empty()) out += " (" + failed + " failed)";
+  return out;
 }
 
 }  // namespace fovea

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "fovea/options.h"
+
 namespace fovea {
 
 class Progress {
@@ -13,6 +15,8 @@ class Progress {
   // done/failed count this run's finished tasks; qpm is the recent rate. Throttled: cheap to call often.
   void update(int64_t done, int64_t failed, double qpm, double now_s);
   void finish(int64_t done, int64_t failed, double elapsed_s);
+  // Appended to every line from now on (e.g. each engine's share, engine_shares()).
+  void set_detail(std::string detail) { detail_ = std::move(detail); }
 
   // The text of one status line, e.g. "[######....] 120/300 40.0% 2 failed 355.1 QPM ETA 30s".
   static std::string format(int64_t done, int64_t failed, int64_t total, double qpm, bool bar);
@@ -24,6 +28,11 @@ class Progress {
   double interval_s_;
   FILE* out_;
   double last_s_ = -1e30;
+  std::string detail_;
 };
+
+// Each engine's share of the successfully finished requests behind a data-parallel dispatcher, e.g.
+// "engines cuda:0 51% cuda:1 49% (cuda:1 failed)"; "" for a lone engine.
+std::string engine_shares(const EngineStats& stats);
 
 }  // namespace fovea

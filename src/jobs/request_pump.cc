@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 namespace fovea {
 namespace {
@@ -54,13 +56,20 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
   bool have_pending = false;  // `pending` was built but refused by a full queue: submit it again later
   Request pending;
   size_t pending_index = 0;
+  std::deque<size_t> retry;                 // jobs whose engine failed, to run again first
+  std::unordered_map<size_t, int> retries;  // job -> times retried
   concurrency = std::max(1, concurrency);
   while (finished_total < count) {
     bool queue_full = false;
-    while (!queue_full && in_flight < size_t(concurrency) && (have_pending || next < count)) {
+    while (!queue_full && in_flight < size_t(concurrency) && (have_pending || !retry.empty() || next < count)) {
       if (!have_pending) {
         pending = Request{};
-        pending_index = next++;
+        if (!retry.empty()) {
+          pending_index = retry.front();
+          retry.pop_front();
+        } else {
+          pending_index = next++;
+        }
         std::string error;
         if (!callbacks.make_request(pending_index, &pending, &error)) {
           FinishedRequest failed;
@@ -95,6 +104,13 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
     }
     std::vector<FinishedRequest> finished = mailbox->take(queue_full ? 20 : 250);
     in_flight -= finished.size();
+    std::erase_if(finished, [&](const FinishedRequest& f) {
+      if (!is_engine_failure_error(f.final.error) || retries[f.index] >= callbacks.engine_failure_retries)
+        return false;
+      retries[f.index]++;
+      retry.push_back(f.index);
+      return true;
+    });
     finished_total += finished.size();
     if (!finished.empty()) callbacks.on_finished(finished);
     if (callbacks.on_tick) callbacks.on_tick();

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 
@@ -15,7 +15,7 @@ struct FinishedRequest {
   size_t index = 0;            // which job
   std::string text;            // all text deltas joined
   std::vector<int32_t> tokens; // all generated token ids
-  std::vector<TokenLogprob> logprobs;  // all logprob deltas (when the request asked for top_logprobs)
+  std::vector<TokenLogprob> logprobs;  // all logprob deltas (when the request asked for them)
   RequestEvent final;          // the final event (error, answer_logprobs, token counts, ms)
 };
 
@@ -27,6 +27,9 @@ struct PumpCallbacks {
   std::function<void(std::vector<FinishedRequest>& finished)> on_finished;
   // Called at least every few hundred milliseconds while jobs run (progress display).
   std::function<void()> on_tick;
+  // A job whose request failed because its engine failed (is_engine_failure_error) is built and submitted again
+  // up to this many times; behind the data-parallel dispatcher it then runs on another engine.
+  int engine_failure_retries = 0;
 };
 
 // Runs jobs 0..count-1 and returns when every one has finished. A full engine queue is not an error: the pump

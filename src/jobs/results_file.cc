@@ -14,7 +14,7 @@
 
 namespace fovea {
 
-ExistingResults recover_results_file(const std::string& path) {
+ExistingResults recover_results_file(const std::string& path, const std::string& key_field) {
   ExistingResults out;
   std::ifstream in(path, std::ios::binary);
   if (!in) return out;  // no file yet: nothing done
@@ -37,8 +37,8 @@ ExistingResults recover_results_file(const std::string& path) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     try {
       const auto j = nlohmann::json::parse(line);
-      if (!j.is_object() || !j.contains("id")) throw std::runtime_error("no id");
-      const std::string key = j["id"].dump();
+      if (!j.is_object() || !j.contains(key_field)) throw std::runtime_error("no key");
+      const std::string key = j[key_field].dump();
       out.done.insert(key);
       if (j.contains("error") && !j["error"].is_null()) out.failed.insert(key);
     } catch (const std::exception&) {
@@ -46,6 +46,21 @@ ExistingResults recover_results_file(const std::string& path) {
     }
   }
   return out;
+}
+
+ExistingResults resume_results_file(const std::string& path, bool retry_failed, const std::string& key_field) {
+  ExistingResults existing = recover_results_file(path, key_field);  // first: a torn tail must go before a rewrite
+  if (retry_failed && !existing.failed.empty()) {
+    const int dropped = drop_failed_records(path);
+    std::fprintf(stderr, "resume: retrying %d failed tasks\n", dropped);
+    existing = recover_results_file(path, key_field);
+  }
+  if (existing.truncated_bytes > 0)
+    std::fprintf(stderr, "resume: dropped a torn last line (%lld bytes) from %s\n", (long long)existing.truncated_bytes,
+                 path.c_str());
+  if (existing.unreadable_lines > 0)
+    std::fprintf(stderr, "resume: ignored %d unreadable lines in %s\n", existing.unreadable_lines, path.c_str());
+  return existing;
 }
 
 int drop_failed_records(const std::string& path) {

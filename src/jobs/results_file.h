@@ -19,7 +19,12 @@ struct ExistingResults {
 };
 
 // Reads `path` if it exists, truncating a torn tail (bytes after the last '\n'). A missing file is empty.
-ExistingResults recover_results_file(const std::string& path);
+// key_field names the record's key ("id"; "custom_id" for OpenAI batch output).
+ExistingResults recover_results_file(const std::string& path, const std::string& key_field = "id");
+
+// What a resumed job starts from: recover_results_file, after dropping the error records first when
+// retry_failed; says on stderr what it dropped or ignored.
+ExistingResults resume_results_file(const std::string& path, bool retry_failed, const std::string& key_field = "id");
 
 // Rewrites `path` without its error records (through a temporary file, fsync and rename, so a kill leaves either
 // the old or the new file), so that their tasks run again. Returns how many records were dropped.

@@ -14,7 +14,7 @@
 #include "server/media.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 

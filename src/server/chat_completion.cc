@@ -42,37 +42,6 @@ class PendingRequest {
   std::deque<RequestEvent> events_;
 };
 
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-// The engine reports failures as text. A request cancelled by the server's shutdown is 503; an image it could
-// not decode, a prompt longer than the model's context or the KV pool, or a parameter out of range is the
-// client's fault (400, before any token); anything else is ours (500).
-openai::ApiError engine_error(const RequestEvent& event) {
-  openai::ApiError e;
-  e.message = event.error;
-  if (event.finish_reason == "cancelled") {
-    e.status = 503;
-    e.message = "the request was cancelled: the server is shutting down";
-    e.type = "server_error";
-    e.code = "unavailable";
-    return e;
-  }
-  const std::string m = lower(event.error);
-  const bool context = m.find("context length") != std::string::npos || m.find("kv positions") != std::string::npos;
-  bool client_fault = context;
-  for (const char* phrase : {"image", "decode", "too long", "must be", "outside the vocabulary", "empty prompt"})
-    client_fault = client_fault || m.find(phrase) != std::string::npos;
-  client_fault = client_fault && event.completion_tokens == 0;
-  e.status = client_fault ? 400 : 500;
-  e.type = client_fault ? "invalid_request_error" : "server_error";
-  if (client_fault && context) e.code = "context_length_exceeded";
-  else if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
-  return e;
-}
-
 // Why submit() refused: a full queue (429), a draining engine (503), or the request itself (400).
 openai::ApiError submit_error(const std::exception& e) {
   openai::ApiError error;
@@ -121,7 +90,7 @@ std::string stream_events(const openai::Completion& c, const openai::ChatRequest
     sse += http::sse_event(openai::dump(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp)));
   if (!ev.finished) return sse;
   if (!ev.error.empty() || ev.finish_reason == "cancelled") {
-    sse += http::sse_event(openai::dump(openai::error_json(engine_error(ev))));
+    sse += http::sse_event(openai::dump(openai::error_json(openai::engine_error(ev))));
   } else {
     sse += http::sse_event(openai::dump(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json())));
     if (chat.include_usage)
@@ -191,7 +160,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     for (const RequestEvent& ev : events) {
       const Json lp = acc.add(ev, chat, token_text);
       const bool failed = ev.finished && (!ev.error.empty() || ev.finish_reason == "cancelled");
-      if (failed && !stream_started) return reply_error(ex, engine_error(ev));
+      if (failed && !stream_started) return reply_error(ex, openai::engine_error(ev));
       if (ev.finished && ev.error.empty()) completions_.add(monotonic_seconds());
       if (!chat.stream) {
         if (!ev.finished) continue;

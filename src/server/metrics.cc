@@ -27,6 +27,39 @@ class Exposition {
   std::string out_;
 };
 
+// Behind the data-parallel dispatcher: each engine's share, one series per engine="cuda:0" label.
+void render_engine_shares(Exposition& e, const EngineStats& s) {
+  if (s.engines.empty()) return;
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    double (*value)(const EngineStats&);
+  };
+  const Series series[] = {
+      {"fovea_engine_up", "gauge", "1 while the engine takes requests, 0 once its device failed",
+       [](const EngineStats& x) { return x.failed ? 0.0 : 1.0; }},
+      {"fovea_engine_requests_finished_total", "counter", "requests each engine finished",
+       [](const EngineStats& x) { return double(x.requests_finished); }},
+      {"fovea_engine_requests_failed_total", "counter", "requests that ended in an error, per engine",
+       [](const EngineStats& x) { return double(x.requests_failed); }},
+      {"fovea_engine_completion_tokens_total", "counter", "tokens generated, per engine",
+       [](const EngineStats& x) { return double(x.completion_tokens); }},
+      {"fovea_engine_queue_depth", "gauge", "requests waiting to be scheduled, per engine",
+       [](const EngineStats& x) { return double(x.queue_depth); }},
+      {"fovea_engine_running_requests", "gauge", "requests being scheduled or generated, per engine",
+       [](const EngineStats& x) { return double(x.running); }},
+      {"fovea_engine_kv_blocks_used", "gauge", "KV cache blocks in use, per engine",
+       [](const EngineStats& x) { return double(x.kv_blocks_used); }},
+      {"fovea_engine_vision_cache_hits_total", "counter", "images served from the vision cache, per engine",
+       [](const EngineStats& x) { return double(x.vision_cache_hits); }},
+  };
+  for (const Series& m : series) {
+    e.head(m.name, m.type, m.help);
+    for (const EngineStats& engine : s.engines) e.line(m.name, "engine=\"" + engine.engine + "\"", m.value(engine));
+  }
+}
+
 }  // namespace
 
 std::string render_metrics(const EngineStats& s, const ServerCounters& server) {
@@ -64,6 +97,7 @@ std::string render_metrics(const EngineStats& s, const ServerCounters& server) {
   e.line("fovea_stage_seconds_total", "stage=\"preprocess\"", s.preprocess_ms / 1000.0);
   e.line("fovea_stage_seconds_total", "stage=\"vit\"", s.vit_ms / 1000.0);
   e.line("fovea_stage_seconds_total", "stage=\"llm\"", s.llm_ms / 1000.0);
+  render_engine_shares(e, s);
   return e.take();
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/rate_window.h"
-#include "engine/engine.h"
+#include "fovea/engine.h"
 
 namespace fovea {
 

@@ -1,6 +1,7 @@
 #include "server/openai_api.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "core/error.h"
@@ -380,6 +381,33 @@ Json models_json(const std::string& model_name, int64_t created) {
   return Json{{"object", "list"},
               {"data", Json::array({Json{{"id", model_name}, {"object", "model"}, {"created", created},
                                          {"owned_by", "fovea"}}})}};
+}
+
+// The engine reports failures as text. A request cancelled by the server's shutdown is 503; an image it could
+// not decode, a prompt longer than the model's context or the KV pool, or a parameter out of range is the
+// client's fault (400, before any token); anything else is ours (500).
+ApiError engine_error(const RequestEvent& event) {
+  ApiError e;
+  e.message = event.error;
+  if (event.finish_reason == "cancelled") {
+    e.status = 503;
+    e.message = "the request was cancelled: the server is shutting down";
+    e.type = "server_error";
+    e.code = "unavailable";
+    return e;
+  }
+  std::string m = event.error;
+  for (char& c : m) c = char(std::tolower(static_cast<unsigned char>(c)));
+  const bool context = m.find("context length") != std::string::npos || m.find("kv positions") != std::string::npos;
+  bool client_fault = context;
+  for (const char* phrase : {"image", "decode", "too long", "must be", "outside the vocabulary", "empty prompt"})
+    client_fault = client_fault || m.find(phrase) != std::string::npos;
+  client_fault = client_fault && event.completion_tokens == 0;
+  e.status = client_fault ? 400 : 500;
+  e.type = client_fault ? "invalid_request_error" : "server_error";
+  if (client_fault && context) e.code = "context_length_exceeded";
+  else if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
+  return e;
 }
 
 }  // namespace fovea::openai

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include "fovea/engine.h"
 
 namespace fovea::openai {
 
@@ -75,6 +75,10 @@ Json models_json(const std::string& model_name, int64_t created);
 // Serialises for the wire. Token texts and error messages may hold invalid UTF-8 (a byte-fallback token alone,
 // a client's file name): it becomes U+FFFD instead of making the response throw.
 std::string dump(const Json& j);
+
+// The error answered for a request the engine failed. An image it could not decode is the client's fault (400);
+// anything else is ours (500). Used by the server and by `fovea run`'s OpenAI batch output.
+ApiError engine_error(const RequestEvent& event);
 
 // "stop" / "length" for OpenAI; anything else from the engine maps to "stop".
 std::string finish_reason_for(const std::string& engine_reason);

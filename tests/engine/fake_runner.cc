@@ -45,6 +45,7 @@ std::vector<int64_t> FakeRunner::encode_images(const std::vector<Tensor>& pixel_
     FOVEA_CHECK(t.rank() == 4 && t.dim(1) == 3 && t.dim(2) == desc_.vision.image_size, "fake: bad pixels ",
                 shape_str(t.shape));
     FOVEA_CHECK(t.ptr<float>()[0] != kPoisonPixel, "fake: poisoned image");
+    if (t.ptr<float>()[0] == kDeviceLostPixel) throw DeviceError("fake: device lost");
     tiles += int(t.dim(0));
   }
   FOVEA_CHECK(tiles <= config_.max_step_tiles, "fake: ", tiles, " tiles in one call");

@@ -47,6 +47,7 @@ class FakeRunner : public ModelRunner {
   static constexpr int kEos = 2;
   static constexpr int kPoisonToken = 666;        // the default FakeRunnerConfig::poison_token
   static constexpr float kPoisonPixel = -123.0f;  // encode_images() throws for an image starting with it
+  static constexpr float kDeviceLostPixel = -321.0f;  // encode_images() throws fovea::DeviceError (device gone)
 
   explicit FakeRunner(const FakeRunnerConfig& config = {});
 

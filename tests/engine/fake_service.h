@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "engine/service.h"
+#include "fovea/engine.h"
 
 namespace fovea::testing {
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "fovea/engine.h"
 #include "engine/request_prep.h"
 #include "engine_test_util.h"
 #include "fake_runner.h"
@@ -136,6 +137,30 @@ TEST_F(EngineFake, CorruptImageFailsOnlyItsOwnRequest) {
   EXPECT_EQ(collector_.get("good2").last.finish_reason, "length");
   EXPECT_EQ(engine->stats().requests_failed, 1);
   EXPECT_EQ(engine->stats().kv_blocks_used, 0);
+}
+
+TEST_F(EngineFake, AFailedDeviceFailsEverythingHeldAndRefusesMore) {
+  auto engine = make_engine();
+  engine->fail_after_steps(2);
+  for (int i = 0; i < 4; ++i)
+    engine->submit(image_request(10 + i, "tell me a story", 30), collector_.callback_for("r" + std::to_string(i)));
+  ASSERT_TRUE(collector_.wait_finals(4));
+  for (int i = 0; i < 4; ++i) {
+    const RequestEvent last = collector_.get("r" + std::to_string(i)).last;
+    EXPECT_EQ(last.finish_reason, "error");
+    EXPECT_TRUE(is_engine_failure_error(last.error)) << last.error;
+    EXPECT_NE(last.error.find("injected device failure"), std::string::npos) << last.error;
+  }
+  try {
+    engine->submit(image_request(1, "more"), collector_.callback_for("refused"));
+    FAIL() << "a failed engine must refuse new requests";
+  } catch (const Error& e) {
+    EXPECT_TRUE(is_engine_failure_error(e.what())) << e.what();
+  }
+  const EngineStats s = engine->stats();
+  EXPECT_TRUE(s.failed);
+  EXPECT_EQ(s.requests_failed, 4);
+  engine->drain();
 }
 
 TEST_F(EngineFake, RepeatedImageIsAVisionCacheHit) {

@@ -179,6 +179,15 @@ TEST(Scheduler, FailedStepFailsItsRequestsOnlyAndTheEngineGoesOn) {
   EXPECT_EQ(h.runner.live_images(), h.scheduler.vision_cache().entries());
 }
 
+TEST(Scheduler, ADeviceErrorIsNotOneStepsFailureButTheEngines) {
+  Harness h;
+  h.scheduler.add(make_request(1, PromptSpec{text(5), {{FakeRunner::kDeviceLostPixel, 1}}, text(2)}));
+  EXPECT_THROW(h.scheduler.step(), DeviceError);  // the engine (engine.cc) fails everything it holds
+  h.scheduler.fail_all("engine failed: fake");
+  EXPECT_EQ(h.finals[1].finish_reason, "error");
+  EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
+}
+
 TEST(Scheduler, LimitsFailWithTheLimitInTheMessage) {
   FakeRunnerConfig rc;
   rc.num_kv_blocks = 8;  // 32 positions

@@ -114,6 +114,20 @@ TEST(ProgressText, FormatsBarRateAndEta) {
   EXPECT_EQ(Progress::format_duration(7260), "2h01m");
 }
 
+TEST(ProgressText, EachEnginesShareOfTheFinishedRequests) {
+  EngineStats s;
+  EXPECT_EQ(engine_shares(s), "");  // a lone engine
+  EngineStats a, b;
+  a.engine = "cuda:0";
+  a.requests_finished = 3;
+  b.engine = "cuda:1";
+  b.requests_finished = 1;
+  b.requests_failed = 5;  // its device failed: those are not its share
+  b.failed = true;
+  s.engines = {a, b};
+  EXPECT_EQ(engine_shares(s), "engines cuda:0 75% cuda:1 25% (cuda:1 failed)");
+}
+
 TEST(RateWindowTest, PerMinuteOverTheWindow) {
   RateWindow w(60.0);
   EXPECT_EQ(w.per_minute(0.0), 0.0);

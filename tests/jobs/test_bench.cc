@@ -137,6 +137,14 @@ TEST(BenchReport, JsonTableAndSvg) {
   EXPECT_DOUBLE_EQ(j["fraction_of_floor"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(j["stages"]["llm"]["ms_per_request"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(j["latency_ms"]["p50"].get<double>(), 25.0);
+  EXPECT_FALSE(j.contains("engines"));  // a lone engine
+  r.engines = {{"cuda:0", 3, false}, {"cuda:1", 1, true}};
+  const auto shares = bench_json(r)["engines"];
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_EQ(shares[0]["engine"], "cuda:0");
+  EXPECT_DOUBLE_EQ(shares[0]["share"].get<double>(), 0.75);
+  EXPECT_EQ(shares[1]["failed"], true);
+  r.engines.clear();
   EXPECT_NE(bench_table(r).find("QPM             120.0"), std::string::npos);
   const std::string svg = bench_svg(r);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);

@@ -14,9 +14,11 @@
 namespace fovea {
 namespace cuda {
 
+// A failed CUDA call means the device (or its context) is unusable: a DeviceError, which takes the engine out.
 void throw_cuda_error(const char* file, int line, const char* call, cudaError_t code) {
-  throw_error(file, line, str(call, " failed: ", cudaGetErrorName(code), " (", int(code), "): ",
-                              cudaGetErrorString(code)));
+  const char* base = std::strrchr(file, '/');
+  throw DeviceError(str(base ? base + 1 : file, ":", line, ": ", call, " failed: ", cudaGetErrorName(code), " (",
+                        int(code), "): ", cudaGetErrorString(code)));
 }
 
 void throw_cublas_error(const char* file, int line, const char* call, cublasStatus_t code) {
@@ -231,14 +233,18 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index) {
   return std::make_unique<cuda::CudaBackend>(device_index);
 }
 
-bool cuda_backend_available() {
+bool cuda_backend_available() { return cuda_device_count() > 0; }
+
+int cuda_device_count() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  return count > 0;
+  return count;
 }
+
+void bind_cuda_device(int device_index) { FOVEA_CUDA_CHECK(cudaSetDevice(device_index)); }
 
 }  // namespace fovea

@@ -1,0 +1,244 @@
+#include "engine/data_parallel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "core/error.h"
+
+namespace fovea {
+
+int64_t estimated_work(const Request& request) {
+  constexpr int64_t kTokensPerTile = 256;  // InternVL2's 448-pixel tile after pixel shuffle
+  constexpr int64_t kDefaultTiles = 13;    // max_dynamic_patch 12 + the thumbnail
+  const int64_t tiles = request.max_tiles > 0 ? request.max_tiles + 1 : kDefaultTiles;
+  const int64_t text = int64_t(request.prompt.size() + request.system.size()) / 4 + 1;
+  return text + int64_t(request.images.size()) * tiles * kTokensPerTile + std::max(1, request.params.max_tokens);
+}
+
+std::vector<int> parse_gpu_list(const std::string& gpus, int device_count) {
+  std::vector<int> out;
+  if (gpus.empty()) return out;
+  if (gpus == "all") {
+    FOVEA_CHECK(device_count > 0, "--gpus all: no CUDA GPU is visible to this process");
+    for (int i = 0; i < device_count; ++i) out.push_back(i);
+    return out;
+  }
+  std::set<int> seen;
+  size_t start = 0;
+  while (start <= gpus.size()) {
+    const size_t comma = std::min(gpus.find(',', start), gpus.size());
+    const std::string item = gpus.substr(start, comma - start);
+    FOVEA_CHECK(!item.empty() && item.size() < 4 && item.find_first_not_of("0123456789") == std::string::npos,
+                "--gpus '", gpus, "': expected all or GPU indices like 0,1,3");
+    const int index = std::stoi(item);
+    FOVEA_CHECK(index < device_count, "--gpus '", gpus, "': GPU ", index, " does not exist (", device_count,
+                " visible)");
+    FOVEA_CHECK(seen.insert(index).second, "--gpus '", gpus, "': GPU ", index, " appears twice");
+    out.push_back(index);
+    start = comma + 1;
+  }
+  return out;
+}
+
+DataParallelService::DataParallelService(std::vector<std::unique_ptr<InferenceService>> engines,
+                                         std::vector<std::string> labels, Options options)
+    : options_(std::move(options)) {
+  FOVEA_CHECK(!engines.empty() && engines.size() == labels.size(), "data parallel: ", engines.size(), " engines, ",
+              labels.size(), " labels");
+  if (!options_.work) options_.work = estimated_work;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    FOVEA_CHECK(engines[i] != nullptr, "data parallel: engine ", i, " is missing");
+    Slot slot;
+    slot.service = std::move(engines[i]);
+    slot.label = std::move(labels[i]);
+    slots_.push_back(std::move(slot));
+  }
+}
+
+// Engines stop (and cancel what they hold) before the dispatcher's maps go: their last callbacks touch them.
+DataParallelService::~DataParallelService() {
+  for (Slot& slot : slots_) slot.service.reset();
+}
+
+int DataParallelService::choose_engine(const Hash128* image, const std::vector<bool>& excluded) const {
+  if (image) {
+    const auto it = affinity_.find(*image);
+    if (it != affinity_.end() && !slots_[it->second.engine].failed && !excluded[it->second.engine])
+      return int(it->second.engine);
+  }
+  int best = -1;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].failed || excluded[i]) continue;
+    if (best < 0 || slots_[i].queued_work < slots_[size_t(best)].queued_work) best = int(i);
+  }
+  return best;
+}
+
+void DataParallelService::remember_image(const Hash128& image, size_t engine) {
+  const uint64_t stamp = ++affinity_clock_;
+  affinity_[image] = Affinity{engine, stamp};
+  affinity_order_.emplace_back(image, stamp);
+  while (affinity_.size() > options_.affinity_images || affinity_order_.size() > 2 * options_.affinity_images + 16) {
+    const auto [oldest, when] = affinity_order_.front();
+    affinity_order_.pop_front();
+    const auto it = affinity_.find(oldest);
+    if (it != affinity_.end() && it->second.stamp == when) affinity_.erase(it);  // else: refreshed since
+  }
+}
+
+void DataParallelService::mark_failed(size_t engine, const std::string& why) {
+  Slot& slot = slots_[engine];
+  if (slot.failed) return;
+  slot.failed = true;
+  slot.failure = why;
+  std::fprintf(stderr, "fovea: engine %s taken out of rotation: %s\n", slot.label.c_str(), why.c_str());
+}
+
+int64_t DataParallelService::submit(Request request, RequestCallback callback) {
+  Hash128 image_key;
+  const bool has_image = !request.images.empty();
+  if (has_image) image_key = murmur3_128(request.images[0].bytes);
+  const int64_t work = options_.work(request);
+  std::vector<bool> excluded(slots_.size(), false);
+  std::string queue_full;  // the last "queue full" refusal, rethrown when every engine refused
+  for (;;) {
+    int64_t id;
+    size_t engine;
+    {
+      std::lock_guard lock(mutex_);
+      const int chosen = choose_engine(has_image ? &image_key : nullptr, excluded);
+      if (chosen < 0) {
+        if (!queue_full.empty()) throw Error(queue_full);
+        std::string last;
+        for (const Slot& s : slots_) last = s.failure.empty() ? last : s.label + ": " + s.failure;
+        throw Error(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
+      }
+      engine = size_t(chosen);
+      id = next_id_++;
+      in_flight_[id] = InFlight{engine, -1, work, false};
+      slots_[engine].queued_work += work;
+      slots_[engine].in_flight++;
+    }
+    // The engine may finish the request (on its thread) before submit() returns here: on_final copes.
+    RequestCallback wrapped = [this, id, callback](const RequestEvent& event) {
+      if (!event.finished) {
+        if (callback) callback(event);
+        return;
+      }
+      RequestEvent final_event = event;
+      on_final(id, final_event);
+      if (callback) callback(final_event);
+    };
+    int64_t engine_id = -1;
+    try {
+      engine_id = slots_[engine].service->submit(request, std::move(wrapped));
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mutex_);
+      in_flight_.erase(id);
+      slots_[engine].queued_work -= work;
+      slots_[engine].in_flight--;
+      excluded[engine] = true;
+      if (is_queue_full_error(e)) {
+        queue_full = e.what();
+        continue;
+      }
+      if (is_engine_failure_error(e.what())) {
+        mark_failed(engine, e.what());
+        continue;
+      }
+      throw;  // the request's own fault: every engine would say the same
+    }
+    bool cancel_now = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (has_image) remember_image(image_key, engine);
+      const auto it = in_flight_.find(id);
+      if (it != in_flight_.end()) {
+        it->second.engine_id = engine_id;
+        cancel_now = it->second.cancel_requested;
+      }
+    }
+    if (cancel_now) slots_[engine].service->cancel(engine_id);
+    return id;
+  }
+}
+
+// Runs on an engine thread with the request's final event, before the caller's callback sees it: the caller
+// may read stats() as soon as it has its result.
+void DataParallelService::on_final(int64_t id, RequestEvent& event) {
+  std::lock_guard lock(mutex_);
+  const auto it = in_flight_.find(id);
+  if (it == in_flight_.end()) return;
+  Slot& slot = slots_[it->second.engine];
+  slot.queued_work -= it->second.work;
+  slot.in_flight--;
+  if (is_engine_failure_error(event.error)) {
+    mark_failed(it->second.engine, event.error);
+    event.error += " (engine " + slot.label + ")";
+  }
+  in_flight_.erase(it);
+}
+
+void DataParallelService::cancel(int64_t request_id) {
+  size_t engine;
+  int64_t engine_id;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = in_flight_.find(request_id);
+    if (it == in_flight_.end()) return;  // unknown or finished
+    if (it->second.engine_id < 0) {
+      it->second.cancel_requested = true;  // submit() passes it on once the engine's id is known
+      return;
+    }
+    engine = it->second.engine;
+    engine_id = it->second.engine_id;
+  }
+  slots_[engine].service->cancel(engine_id);
+}
+
+void DataParallelService::drain() {
+  for (Slot& slot : slots_) slot.service->drain();
+}
+
+EngineStats DataParallelService::stats() const {
+  EngineStats total;
+  total.failed = true;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    EngineStats s = slots_[i].service->stats();
+    s.engines.clear();
+    s.engine = slots_[i].label;
+    {
+      std::lock_guard lock(mutex_);
+      if (slots_[i].failed) {
+        s.failed = true;
+        if (s.failure.empty()) s.failure = slots_[i].failure;
+      }
+    }
+    total.requests_submitted += s.requests_submitted;
+    total.requests_finished += s.requests_finished;
+    total.requests_failed += s.requests_failed;
+    total.prompt_tokens += s.prompt_tokens;
+    total.completion_tokens += s.completion_tokens;
+    total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
+    total.vision_cache_hits += s.vision_cache_hits;
+    total.vision_cache_misses += s.vision_cache_misses;
+    total.queue_depth += s.queue_depth;
+    total.running += s.running;
+    total.kv_blocks_total += s.kv_blocks_total;
+    total.kv_blocks_used += s.kv_blocks_used;
+    total.preprocess_ms += s.preprocess_ms;
+    total.vit_ms += s.vit_ms;
+    total.llm_ms += s.llm_ms;
+    total.failed = total.failed && s.failed;
+    total.engines.push_back(std::move(s));
+  }
+  if (total.failed) total.failure = "every engine has failed";
+  return total;
+}
+
+std::string DataParallelService::model_name() const { return slots_[0].service->model_name(); }
+
+std::string DataParallelService::token_text(int32_t token) const { return slots_[0].service->token_text(token); }
+
+}  // namespace fovea
