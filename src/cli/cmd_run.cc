@@ -15,7 +15,8 @@ namespace {
 
 const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
-    "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
+    "  tasks: {\"id\", \"image\"?, \"prompt\", \"system\"?, \"max_tokens\"?, \"answers\"?} per line (no image:\n"
+    "         text only; relative image paths: from\n"
     "         the tasks file's directory)\n"
     "  --backend cpu|cuda|auto   --max-tiles N   --policy official|compact   --max-tokens N (default 1)\n"
     "  --answers A,B (log-probs of these answers)   --concurrency N (in flight, default 64)\n"

@@ -107,11 +107,14 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
       *error = task.problem;
       return false;
     }
-    ImageInput image;
-    image.label = task.image_path;
-    if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) return false;
-    request->images.push_back(std::move(image));
+    if (!task.image_path.empty()) {  // else a text-only task
+      ImageInput image;
+      image.label = task.image_path;
+      if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) return false;
+      request->images.push_back(std::move(image));
+    }
     request->prompt = task.prompt;
+    request->system = task.system;
     request->params.max_tokens = task.max_tokens;
     request->params.answers = task.answers;
     request->params.return_first_logits = logits_dump != nullptr;

@@ -1,5 +1,6 @@
-// The tasks of `fovea run`: a JSONL file ({"id", "image", "prompt", "max_tokens"?, "answers"?} per line) or a
-// directory of images (one task per file, id = file name) with one prompt for all.
+// The tasks of `fovea run`: a JSONL file ({"id", "image"?, "prompt", "system"?, "max_tokens"?, "answers"?} per
+// line; no "image": a text-only task) or a directory of images (one task per file, id = file name) with one
+// prompt for all.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -16,8 +17,9 @@ struct TaskDefaults {
 struct BatchTask {
   nlohmann::json id;        // as given (string or number); written back unchanged
   std::string key;          // id.dump(): what resume compares
-  std::string image_path;   // resolved
+  std::string image_path;   // resolved; empty: a text-only task
   std::string prompt;
+  std::string system;       // empty: the chat template's default system text
   int max_tokens = 1;
   std::vector<std::string> answers;
   std::string problem;      // non-empty: the task itself is invalid; it becomes an error record
