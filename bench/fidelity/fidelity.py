@@ -12,7 +12,7 @@ token's distribution, top-1 agreement, plus greedy 16-token sequence agreement a
 
 `reference` needs torch + transformers (`name` = ref-float32 / ref-bfloat16); `fovea` runs
 `fovea run --dump-logits` (mode = the Fovea options: cpu = --backend cpu; cuda = --backend cuda (bf16);
-fp8 = cuda + --quantization fp8; w4 = cuda on a 4-bit checkpoint given as --model). Every run writes
+fp8 = cuda + --quantization fp8; w4 / w4-cpu = cuda / cpu on a 4-bit checkpoint given as --model). Every run writes
 W/<name>.logits.npy (float32 [tasks, vocab], task order) and W/<name>.tokens.json.
 """
 import argparse
@@ -32,7 +32,8 @@ import smollm2_prompts as P  # noqa: E402
 
 NEW_TOKENS = 16
 MODES = {"cpu": ["--backend", "cpu"], "cuda": ["--backend", "cuda"],
-         "fp8": ["--backend", "cuda", "--quantization", "fp8"], "w4": ["--backend", "cuda"]}
+         "fp8": ["--backend", "cuda", "--quantization", "fp8"], "w4": ["--backend", "cuda"],
+         "w4-cpu": ["--backend", "cpu"]}
 
 
 def load_tasks(work):

@@ -18,6 +18,7 @@ cat <<'CALLS'
 device calls (one machine, kept warm between them):
  1. run(command="bench/fidelity/gpu_fidelity.sh stash a", carry=[".carry/smollm2/a", ".carry/smollm2/pylib"], timeout_s=120)
  2. run(command="bench/fidelity/gpu_fidelity.sh stash b", carry=[".carry/smollm2/b"], timeout_s=120)
- 3. run(command="bench/fidelity/gpu_fidelity.sh run", carry=["build-gpu/fovea"], timeout_s=600)
+ 3. run(command="bench/fidelity/gpu_fidelity.sh reference", timeout_s=600)
+ 4. run(command="bench/fidelity/gpu_fidelity.sh fovea", carry=["build-gpu/fovea"], timeout_s=600)
 afterwards: copy FILES_AT/fidelity-h200.{md,json} to bench/results/
 CALLS
