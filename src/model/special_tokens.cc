@@ -94,6 +94,8 @@ void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
   };
   if (rules.add_bos.has_value())
     d->bos_id = *rules.add_bos ? named(rules.bos_token.empty() ? "<s>" : rules.bos_token, "bos_token") : -1;
+  else if (rules.post_processor_bos.has_value())
+    d->bos_id = rules.post_processor_bos->empty() ? -1 : named(*rules.post_processor_bos, "post_processor token");
   else
     d->bos_id = qwen ? -1 : lookup("<s>", known.bos);
   const int im_end = lookup("<|im_end|>", known.im_end);

@@ -51,6 +51,20 @@ std::optional<std::string> literal_system_text(const std::string& tmpl) {
   return std::nullopt;
 }
 
+// The leading special token of a TemplateProcessing's "single" template, searched through a Sequence of processors.
+std::string template_bos(const json& processor) {
+  if (!processor.is_object()) return "";
+  if (processor.value("type", "") == "Sequence")
+    for (const json& p : processor.value("processors", json::array()))
+      if (std::string bos = template_bos(p); !bos.empty()) return bos;
+  if (processor.value("type", "") != "TemplateProcessing") return "";
+  const json single = processor.value("single", json::array());
+  if (!single.is_array() || single.empty() || !single[0].is_object() || !single[0].contains("SpecialToken")) return "";
+  const json& special = single[0]["SpecialToken"];
+  return special.is_object() && special.contains("id") && special["id"].is_string() ? special["id"].get<std::string>()
+                                                                                      : "";
+}
+
 }  // namespace
 
 TokenizerRules read_tokenizer_rules(const std::string& dir) {
@@ -83,6 +97,17 @@ TokenizerRules read_tokenizer_rules(const std::string& dir) {
             rules.chat_template = named["template"].get<std::string>();
       }
     }
+  }
+  const fs::path tokenizer_json = fs::path(dir) / "tokenizer.json";
+  if (fs::exists(tokenizer_json)) {
+    json doc;
+    try {
+      doc = json::parse(read_text(tokenizer_json));
+    } catch (const json::exception& e) {
+      FOVEA_FAIL(tokenizer_json.string(), ": bad JSON: ", e.what());
+    }
+    if (doc.is_object() && doc.contains("post_processor") && !doc["post_processor"].is_null())
+      rules.post_processor_bos = template_bos(doc["post_processor"]);
   }
   const fs::path jinja = fs::path(dir) / "chat_template.jinja";  // transformers 5 prefers it to the config key
   if (fs::exists(jinja)) rules.chat_template = read_text(jinja);

@@ -12,6 +12,9 @@ namespace fovea {
 struct TokenizerRules {
   std::optional<bool> add_bos;  // tokenizer_config's add_bos_token, when present
   std::string bos_token;        // bos_token's content ("" when absent or null)
+  // tokenizer.json's post_processor, when there is one: the special token its TemplateProcessing puts before a
+  // single sequence ("" when it adds none). How Llama-3 tokenizers add <|begin_of_text|> without add_bos_token.
+  std::optional<std::string> post_processor_bos;
   std::string eos_token;
   std::string chat_template;  // chat_template.jinja, else tokenizer_config's chat_template ("default" of a list)
 };

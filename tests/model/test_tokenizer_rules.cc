@@ -81,6 +81,27 @@ TEST_F(CheckpointTokenizerRules, BosFollowsAddBosToken) {
   EXPECT_THROW(resolve(), Error);
 }
 
+// Llama-3 tokenizers add <|begin_of_text|> through tokenizer.json's post_processor, not add_bos_token; a
+// post_processor that adds nothing (SmolLM2's ByteLevel) means no BOS; add_bos_token, when given, wins.
+TEST_F(CheckpointTokenizerRules, BosFromTheTokenizerJsonPostProcessor) {
+  write_config(nlohmann::json::object());
+  const nlohmann::json llama3 = {
+      {"type", "Sequence"},
+      {"processors",
+       {{{"type", "ByteLevel"}},
+        {{"type", "TemplateProcessing"},
+         {"single", {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}}}}}}}}}};
+  std::ofstream(dir_ / "tokenizer.json") << nlohmann::json{{"post_processor", llama3}}.dump();
+  EXPECT_EQ(resolve().bos_id, 0);
+  std::ofstream(dir_ / "tokenizer.json") << R"({"post_processor": {"type": "ByteLevel"}})";
+  EXPECT_EQ(resolve().bos_id, -1);
+  std::ofstream(dir_ / "tokenizer.json") << R"({"post_processor": null})";
+  EXPECT_EQ(resolve().bos_id, 1);  // no rule at all: the arch's (<s>, here the fallback id)
+  std::ofstream(dir_ / "tokenizer.json") << nlohmann::json{{"post_processor", llama3}}.dump();
+  write_config({{"add_bos_token", false}});
+  EXPECT_EQ(resolve().bos_id, -1);
+}
+
 TEST_F(CheckpointTokenizerRules, ModelChatTemplateAndItsSystemText) {
   write_config({{"chat_template", kSmolLM2Template}});
   ModelDesc d = resolve();
