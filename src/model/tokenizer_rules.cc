@@ -31,6 +31,14 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
+json read_json(const fs::path& path) {
+  try {
+    return json::parse(read_text(path));
+  } catch (const json::exception& e) {
+    FOVEA_FAIL(path.string(), ": bad JSON: ", e.what());
+  }
+}
+
 // The text between `from` and the next `<|im_end|>` when it is a literal inside one Jinja string (no quote, no
 // expression): the default system text of templates such as SmolLM2's and Qwen2's.
 std::optional<std::string> literal_system_text(const std::string& tmpl) {
@@ -71,12 +79,7 @@ TokenizerRules read_tokenizer_rules(const std::string& dir) {
   TokenizerRules rules;
   const fs::path config_path = fs::path(dir) / "tokenizer_config.json";
   if (fs::exists(config_path)) {
-    json config;
-    try {
-      config = json::parse(read_text(config_path));
-    } catch (const json::exception& e) {
-      FOVEA_FAIL(config_path.string(), ": bad JSON: ", e.what());
-    }
+    const json config = read_json(config_path);
     const std::string where = config_path.string();
     FOVEA_CHECK(config.is_object(), where, ": not a JSON object");
     if (config.contains("add_bos_token") && !config["add_bos_token"].is_null()) {
@@ -100,12 +103,7 @@ TokenizerRules read_tokenizer_rules(const std::string& dir) {
   }
   const fs::path tokenizer_json = fs::path(dir) / "tokenizer.json";
   if (fs::exists(tokenizer_json)) {
-    json doc;
-    try {
-      doc = json::parse(read_text(tokenizer_json));
-    } catch (const json::exception& e) {
-      FOVEA_FAIL(tokenizer_json.string(), ": bad JSON: ", e.what());
-    }
+    const json doc = read_json(tokenizer_json);
     if (doc.is_object() && doc.contains("post_processor") && !doc["post_processor"].is_null())
       rules.post_processor_bos = template_bos(doc["post_processor"]);
   }
