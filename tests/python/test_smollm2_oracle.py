@@ -59,3 +59,22 @@ def test_cpu_greedy_answers_equal_transformers_float32(smollm2_model, tmp_path):
     mismatches = [(i, got[i].get("tokens"), by_id[i]["tokens"]) for i in by_id if got[i].get("tokens") != by_id[i]["tokens"]]
     assert not mismatches, mismatches
     assert "Paris" in got["capital"]["text"]
+
+
+def test_tokenizer_equals_hugging_face_tokenizers(smollm2_model):
+    """The converted tokenizer (SmolLM2's Digits + GPT-2 byte-level pipeline, 21 byte pieces missing) encodes the
+    418 pre-tokenizer fuzz texts as `tokenizers` does (tests/data/smollm2/tokenizer_ids.out, made with
+    tokenizers' Tokenizer.from_file(model/tokenizer.json).encode(text).ids; special tokens in the text split out)."""
+    sep = "\n__ggml_vocab_test__\n"
+    with open(os.path.join(ROOT, "tests", "tokenizer", "golden", "pretok_texts.inp"), encoding="utf-8", newline="") as f:
+        texts = f.read().split(sep)[:-1]
+    with open(os.path.join(ROOT, "tests", "data", "smollm2", "tokenizer_ids.out")) as f:
+        expected = [line.split() for line in f.read().splitlines()]
+    assert len(texts) == len(expected) == 418
+    bad = []
+    for text, ids in zip(texts, expected):
+        got = subprocess.run([os.environ["FOVEA_BIN"], "tokenize", "--special", "--tokenizer", smollm2_model],
+                             input=text.encode("utf-8"), capture_output=True, check=True).stdout.decode().split()
+        if got != ids:
+            bad.append(text)
+    assert not bad, bad[:5]
