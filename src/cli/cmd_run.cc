@@ -17,7 +17,8 @@ namespace {
 
 const char* kUsage =
     "usage: fovea run --model DIR (--input TASKS.jsonl | --images DIR --prompt TEXT) --output RESULTS.jsonl\n"
-    "  tasks: {\"id\", \"image\", \"prompt\", \"max_tokens\"?, \"answers\"?} per line (relative image paths: from\n"
+    "  tasks: {\"id\", \"image\"?, \"prompt\", \"system\"?, \"max_tokens\"?, \"answers\"?} per line (no image:\n"
+    "         text only; relative image paths: from\n"
     "         the tasks file's directory; http://, https:// and s3://bucket/key URLs are downloaded);\n"
     "         or an OpenAI batch file ({\"custom_id\", \"method\", \"url\": \"/v1/chat/completions\", \"body\"}\n"
     "         per line, detected) -> OpenAI batch output, keyed by custom_id;\n"

@@ -124,7 +124,9 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     }
     ImageInput image;
     image.label = task.image_path;
-    if (is_fetch_url(task.image_path)) {
+    if (task.image_path.empty()) {
+      // a text-only task
+    } else if (is_fetch_url(task.image_path)) {
       Prefetched fetched = prefetcher.take(i);
       if (fetched.error.empty() && fetched.bytes.empty())
         fetched.error = "empty image at " + redact_url(task.image_path);
@@ -137,8 +139,9 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     } else if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) {
       return false;
     }
-    request->images.push_back(std::move(image));
+    if (!task.image_path.empty()) request->images.push_back(std::move(image));
     request->prompt = task.prompt;
+    request->system = task.system;
     request->params.max_tokens = task.max_tokens;
     request->params.answers = task.answers;
     request->params.choices = task.choices;

@@ -100,11 +100,17 @@ bool parse_task_line(const std::string& line, const TaskDefaults& defaults, cons
   task->max_tokens = defaults.max_tokens;
   task->answers = defaults.answers;
   // Anything wrong past the id fails this task alone (an error record), so the job goes on.
-  const auto image = j.find("image");
-  if (image == j.end() || !image->is_string() || image->get<std::string>().empty())
-    task->problem = "task has no \"image\" path";
-  else
-    task->image_path = resolve_image(image->get<std::string>(), base_dir);
+  const auto image = j.find("image");  // absent or null: a text-only task
+  if (image != j.end() && !image->is_null()) {
+    if (!image->is_string() || image->get<std::string>().empty())
+      task->problem = "\"image\" must be a non-empty path (or absent, for a text-only task)";
+    else
+      task->image_path = resolve_image(image->get<std::string>(), base_dir);
+  }
+  if (j.contains("system") && !j["system"].is_null()) {
+    if (j["system"].is_string()) task->system = j["system"].get<std::string>();
+    else task->problem = "\"system\" must be a string";
+  }
   if (j.contains("prompt")) {
     if (j["prompt"].is_string()) task->prompt = j["prompt"].get<std::string>();
     else task->problem = "\"prompt\" must be a string";

@@ -1,7 +1,8 @@
-// The tasks of `fovea run`: a JSONL file ({"id", "image", "prompt", "max_tokens"?, "answers"?, "choices"?} per
-// line) or a directory of images (one task per file, id = file name) with one prompt for all. A line with
-// "prompts": [...] instead of "prompt" asks several questions about its image: one task per question, with id
-// "<id>#<k>" (k from 0, the id's text for a number), which the job runs together so the image's prefix is shared.
+// The tasks of `fovea run`: a JSONL file ({"id", "image"?, "prompt", "system"?, "max_tokens"?, "answers"?,
+// "choices"?} per line; no "image": a text-only task) or a directory of images (one task per file, id = file name)
+// with one prompt for all. A line with "prompts": [...] instead of "prompt" asks several questions about its
+// image: one task per question, with id "<id>#<k>" (k from 0, the id's text for a number), which the job runs
+// together so the image's prefix is shared.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -18,8 +19,9 @@ struct TaskDefaults {
 struct BatchTask {
   nlohmann::json id;        // as given (string or number); written back unchanged
   std::string key;          // id.dump(): what resume compares
-  std::string image_path;   // resolved, or an http(s):// / s3:// URL as given
+  std::string image_path;   // resolved, or an http(s):// / s3:// URL as given; empty: a text-only task
   std::string prompt;
+  std::string system;       // empty: the chat template's default system text
   int max_tokens = 1;
   std::vector<std::string> answers;
   std::vector<std::string> choices;  // "choices": the answer is the most likely one (GenerationParams::choices)

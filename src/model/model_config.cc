@@ -131,6 +131,7 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
   FOVEA_CHECK(ps == "v2", root.where, ": ps_version '", ps, "' is not supported (only v2 pixel shuffle)");
   v.downsample_ratio = float(root.get_double("downsample_ratio", 0.5));
   d->chat_template = template_from_name(root.get_string("template", ""), root.where);
+  d->template_named = true;
   d->max_dynamic_tiles = root.get_int("max_dynamic_patch", 12);
   d->min_dynamic_tiles = root.get_int("min_dynamic_patch", 1);
   d->use_thumbnail = root.get_bool("use_thumbnail", true);
@@ -179,10 +180,12 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
   FOVEA_CHECK(proj_act == "gelu", root.where, ": projector_hidden_act '", proj_act, "' is not supported");
   v.downsample_ratio = float(root.get_double("downsample_ratio", 0.5));
   d->image_token_id = root.get_int("image_token_id", -1);
-  // The -hf checkpoints are mostly InternVL2.5/3 conversions, whose chat template puts "\n" after <|im_end|>;
-  // a config that names its template (an InternVL2 conversion, our benchmark's model) is taken at its word.
-  d->chat_template = root.has("template") ? template_from_name(root.get_string("template", ""), root.where)
-                                          : ChatTemplateKind::InternVL2_5;
+  // A config that names its template (an InternVL2 conversion, our benchmark's model) is taken at its word; else
+  // the model's own ChatML template when the tokenizer files have one (resolve_special_tokens), else InternVL2.5's
+  // (most -hf checkpoints are InternVL2.5/3 conversions, whose template puts "\n" after <|im_end|>).
+  d->template_named = root.has("template");
+  d->chat_template = d->template_named ? template_from_name(root.get_string("template", ""), root.where)
+                                       : ChatTemplateKind::InternVL2_5;
 }
 
 // The tiling policy of -hf checkpoints lives in preprocessor_config.json (GotOcr2 image processor).

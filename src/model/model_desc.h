@@ -20,6 +20,7 @@
 //   [in] I32 (backend/w4_layout.h) in place of llm.L.P.weight, rows in the same order as the dense weight's.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,8 @@
 namespace fovea {
 
 enum class LlmArch : uint8_t { InternLM2, Llama, Qwen2 };
-enum class ChatTemplateKind : uint8_t { InternLM2Chat, InternVL2_5, Hermes2 };
+// ChatML: the model's own ChatML chat template (tokenizer_config.json), with ModelDesc::template_system.
+enum class ChatTemplateKind : uint8_t { InternLM2Chat, InternVL2_5, Hermes2, ChatML };
 enum class CheckpointFormat : uint8_t { InternVLChat, HfInternVL };
 
 struct VisionConfig {
@@ -78,13 +80,16 @@ struct ModelDesc {
   VisionConfig vision;
   LlmConfig llm;
   ChatTemplateKind chat_template = ChatTemplateKind::InternLM2Chat;
+  // ChatML only: the system text the model's template writes when a request gives none (nullopt: no system turn).
+  std::optional<std::string> template_system;
+  bool template_named = false;  // config.json names its template ("template"): the model's own is not used
   int max_dynamic_tiles = 12;  // config's max_dynamic_patch, at most kMaxDynamicTiles
   int min_dynamic_tiles = 1;
   bool use_thumbnail = true;
   int image_token_id = 92546;  // <IMG_CONTEXT>
   int img_start_id = 92544;    // <img>
   int img_end_id = 92545;      // </img>
-  int bos_id = 1;              // -1 when the template adds none
+  int bos_id = 1;              // -1 when none is added (tokenizer_config's add_bos_token, else the arch's rule)
   std::vector<int> eos_ids;    // generation stops on any of these
   std::string dir;             // checkpoint directory (tokenizer files live here)
   // config.json's quantization_config: 4-bit AWQ / GPTQ linears, dequantized to bf16 at load unless

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/tokenizer_rules.h"
+
 namespace fovea {
 namespace fs = std::filesystem;
 namespace {
@@ -81,8 +83,28 @@ void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
   } else {
     d->image_token_id = context;
   }
-  d->bos_id = qwen ? -1 : lookup("<s>", known.bos);
-  d->eos_ids = {lookup("<|im_end|>", known.im_end), lookup(known.second_stop_name, known.second_stop)};
+  // BOS and EOS as the checkpoint's tokenizer_config.json says (transformers' rule); the arch's InternVL rule
+  // when it does not.
+  const TokenizerRules rules = read_tokenizer_rules(dir);
+  auto named = [&](const std::string& content, const char* key) {
+    const auto it = added.find(content);
+    FOVEA_CHECK(it != added.end(), dir, ": tokenizer_config.json ", key, " '", content,
+                "' is not among the tokenizer's added tokens");
+    return it->second;
+  };
+  if (rules.add_bos.has_value())
+    d->bos_id = *rules.add_bos ? named(rules.bos_token.empty() ? "<s>" : rules.bos_token, "bos_token") : -1;
+  else if (rules.post_processor_bos.has_value())
+    d->bos_id = rules.post_processor_bos->empty() ? -1 : named(*rules.post_processor_bos, "post_processor token");
+  else
+    d->bos_id = qwen ? -1 : lookup("<s>", known.bos);
+  const int im_end = lookup("<|im_end|>", known.im_end);
+  const int second_stop = !rules.eos_token.empty() && added.count(rules.eos_token)
+                              ? added.at(rules.eos_token)
+                              : lookup(known.second_stop_name, known.second_stop);
+  d->eos_ids = {im_end};
+  if (second_stop != im_end) d->eos_ids.push_back(second_stop);
+  if (d->format == CheckpointFormat::HfInternVL && !d->template_named) use_model_chat_template(rules, d);
 
   auto check = [&](const char* what, int id) {
     FOVEA_CHECK(id >= 0 && id < d->llm.vocab, dir, ": ", what, " id ", id, " is outside the vocabulary (", d->llm.vocab,

@@ -13,7 +13,10 @@ namespace fovea {
 std::map<std::string, int> read_added_token_ids(const std::string& dir);
 
 // Fills image_token_id, img_start_id, img_end_id, bos_id and eos_ids of `desc` (arch and vocab already set).
-// The stop tokens follow InternVL's chat(): <|im_end|>, plus </s> (InternLM2/Llama) or <|endoftext|> (Qwen2).
+// The stop tokens follow InternVL's chat(): <|im_end|>, plus tokenizer_config's eos_token or else </s>
+// (InternLM2/Llama) / <|endoftext|> (Qwen2). BOS: tokenizer_config's add_bos_token / bos_token when the key is
+// there, else <s> except for Qwen2. A -hf checkpoint whose config names no template gets its own ChatML chat
+// template when it has one (model/tokenizer_rules.h).
 void resolve_special_tokens(const std::string& dir, ModelDesc* desc);
 
 }  // namespace fovea

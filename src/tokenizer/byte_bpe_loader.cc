@@ -1,6 +1,7 @@
 // Reading byte-level BPE tokenizers: a Hugging Face tokenizer.json, or vocab.json + merges.txt (with the added
-// tokens of tokenizer_config.json / added_tokens.json beside them). Only the Qwen2 pipeline is supported (NFC or
-// no normalizer, the Qwen2 split regex, ByteLevel); anything else is refused rather than encoded wrongly.
+// tokens of tokenizer_config.json / added_tokens.json beside them). The pipelines of Qwen2, Llama-3, GPT-2 and
+// SmolLM2 are supported (NFC or no normalizer; a Split with one of their regexes then ByteLevel, or ByteLevel's own
+// GPT-2 regex, optionally after Digits(individual_digits)); anything else is refused rather than encoded wrongly.
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -8,7 +9,7 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_level_bpe.h"
-#include "tokenizer/qwen2_pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer_files.h"
 #include "tokenizer/vocab_json.h"
 
@@ -66,19 +67,41 @@ bool check_normalizer(const json& normalizer, const std::string& where) {
   FOVEA_FAIL(where, ": unsupported normalizer ", normalizer.dump());
 }
 
-void check_pre_tokenizer(const json& pre, const std::string& where) {
-  bool split_ok = false, byte_level_ok = false;
+bool split_pattern_from_regex(const std::string& regex, SplitPattern* pattern) {
+  for (SplitPattern p : {SplitPattern::Qwen2, SplitPattern::Llama3, SplitPattern::Gpt2}) {
+    if (regex == split_pattern_regex(p)) {
+      *pattern = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The steps must be: [Digits(individual_digits=true)], then Split(known regex, Isolated) + ByteLevel(use_regex
+// false), or ByteLevel(use_regex true) alone (GPT-2's regex); add_prefix_space false throughout.
+PreTokenizer read_pre_tokenizer(const json& pre, const std::string& where) {
+  PreTokenizer out;
+  bool split = false, byte_level = false;
   for (const json& step : pre.value("pretokenizers", json::array({pre}))) {
     const std::string type = step.value("type", "");
-    if (type == "Split" && step.contains("pattern") && step["pattern"].value("Regex", "") == kQwen2PretokenizerRegex &&
-        step.value("behavior", "") == "Isolated" && !step.value("invert", false))
-      split_ok = true;
-    else if (type == "ByteLevel" && !step.value("add_prefix_space", false) && !step.value("use_regex", true))
-      byte_level_ok = true;
-    else
-      FOVEA_FAIL(where, ": unsupported pre-tokenizer step ", step.dump());
+    const bool first = !split && !byte_level && !out.isolate_digits;
+    if (type == "Digits" && step.value("individual_digits", false) && first) {
+      out.isolate_digits = true;
+    } else if (type == "Split" && !split && !byte_level && step.contains("pattern") &&
+               split_pattern_from_regex(step["pattern"].value("Regex", ""), &out.pattern) &&
+               step.value("behavior", "") == "Isolated" && !step.value("invert", false)) {
+      split = true;
+    } else if (type == "ByteLevel" && !byte_level && !step.value("add_prefix_space", false) &&
+               step.value("use_regex", true) != split) {
+      if (!split) out.pattern = SplitPattern::Gpt2;
+      byte_level = true;
+    } else {
+      FOVEA_FAIL(where, ": unsupported pre-tokenizer step ", step.dump(),
+                 " (supported: Qwen2, Llama-3, GPT-2 and SmolLM2 byte-level pipelines)");
+    }
   }
-  FOVEA_CHECK(split_ok && byte_level_ok, where, ": pre-tokenizer is not Qwen2's (Split regex + ByteLevel)");
+  FOVEA_CHECK(byte_level, where, ": pre-tokenizer has no ByteLevel step");
+  return out;
 }
 
 ByteLevelBpeSpec read_tokenizer_json(const std::string& path) {
@@ -92,7 +115,7 @@ ByteLevelBpeSpec read_tokenizer_json(const std::string& path) {
                 "not byte-level (use tokenizer.model)");
     FOVEA_CHECK(!model.value("ignore_merges", false), path, ": ignore_merges is not supported");
     spec.nfc = check_normalizer(doc.value("normalizer", json()), path);
-    check_pre_tokenizer(doc.at("pre_tokenizer"), path);
+    spec.pre = read_pre_tokenizer(doc.at("pre_tokenizer"), path);
     spec.vocab = read_vocab(model.at("vocab"), path);
     for (const json& rule : model.at("merges")) {
       if (rule.is_string())

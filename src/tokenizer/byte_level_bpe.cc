@@ -5,7 +5,6 @@
 #include <queue>
 
 #include "core/error.h"
-#include "tokenizer/qwen2_pretokenizer.h"
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
 
@@ -55,7 +54,7 @@ std::string alphabet_to_bytes(std::string_view piece) {
 }
 }  // namespace
 
-ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)), nfc_(spec.nfc) {
+ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)), pre_(spec.pre), nfc_(spec.nfc) {
   int32_t max_id = -1;
   for (const auto& [piece, id] : vocab_) {
     FOVEA_CHECK(id >= 0, "vocab: piece '", piece, "' has negative id ", id);
@@ -69,8 +68,7 @@ ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)
   }
   for (int b = 0; b < 256; ++b) {
     const auto it = vocab_.find(byte_alphabet()[b]);
-    FOVEA_CHECK(it != vocab_.end(), "vocab: no piece for byte ", b, " ('", byte_alphabet()[b], "')");
-    byte_ids_[b] = it->second;
+    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
   }
   merges_.reserve(spec.merges.size());
   std::string merged;
@@ -96,9 +94,11 @@ const ByteLevelBpe::Merge* ByteLevelBpe::find_merge(int32_t left, int32_t right)
 // hostile input cannot make encoding quadratic.
 void ByteLevelBpe::encode_piece(std::string_view bytes, std::vector<int32_t>& out) const {
   constexpr size_t kLongPiece = 64;
-  if (bytes.size() > kLongPiece) return encode_long_piece(bytes, out);
-  std::vector<int32_t> symbols(bytes.size());
-  for (size_t i = 0; i < bytes.size(); ++i) symbols[i] = byte_ids_[static_cast<unsigned char>(bytes[i])];
+  std::vector<int32_t> symbols;
+  symbols.reserve(bytes.size());
+  for (const char byte : bytes)  // a byte without a piece is dropped; its neighbours may then merge
+    if (const int32_t id = byte_ids_[static_cast<unsigned char>(byte)]; id >= 0) symbols.push_back(id);
+  if (symbols.size() > kLongPiece) return encode_long_piece(symbols, out);
   std::vector<const Merge*> pair_merges(symbols.size());  // pair_merges[i]: merge of symbols[i], symbols[i+1]
   for (size_t i = 0; i + 1 < symbols.size(); ++i) pair_merges[i] = find_merge(symbols[i], symbols[i + 1]);
   while (symbols.size() > 1) {
@@ -117,7 +117,7 @@ void ByteLevelBpe::encode_piece(std::string_view bytes, std::vector<int32_t>& ou
 
 // The same merge order with a priority queue over a linked list of symbols: (rank, position) is the order of
 // the scan above, and a queued pair is skipped when either side has changed since it was queued.
-void ByteLevelBpe::encode_long_piece(std::string_view bytes, std::vector<int32_t>& out) const {
+void ByteLevelBpe::encode_long_piece(const std::vector<int32_t>& byte_symbols, std::vector<int32_t>& out) const {
   struct Symbol {
     int32_t id, prev, next;
   };
@@ -125,10 +125,9 @@ void ByteLevelBpe::encode_long_piece(std::string_view bytes, std::vector<int32_t
     int32_t rank, left, left_id, right_id;
     bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
   };
-  const auto n = int32_t(bytes.size());
-  std::vector<Symbol> symbols(bytes.size());
-  for (int32_t i = 0; i < n; ++i)
-    symbols[i] = {byte_ids_[static_cast<unsigned char>(bytes[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  const auto n = int32_t(byte_symbols.size());
+  std::vector<Symbol> symbols(byte_symbols.size());
+  for (int32_t i = 0; i < n; ++i) symbols[i] = {byte_symbols[i], i - 1, i + 1 < n ? i + 1 : -1};
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> queue;
   const auto consider = [&](int32_t left) {
     if (left < 0 || symbols[left].next < 0) return;
@@ -156,7 +155,7 @@ void ByteLevelBpe::encode_long_piece(std::string_view bytes, std::vector<int32_t
 void ByteLevelBpe::encode_plain(std::string_view raw, std::vector<int32_t>& out) const {
   const std::string valid = utf8::sanitize(raw);
   const std::string text = nfc_ ? unicode::nfc(valid) : valid;
-  for (const auto& [begin, end] : qwen2_pretokenize(text)) {
+  for (const auto& [begin, end] : pretokenize(pre_, text)) {
     // No shortcut for pieces that are whole vocab entries: Qwen2 does not set ignore_merges, and BPE does not
     // always reach such an entry.
     encode_piece(std::string_view(text).substr(begin, end - begin), out);

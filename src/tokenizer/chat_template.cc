@@ -2,6 +2,8 @@
 //   <|im_start|>system\n{system}{sep}<|im_start|>user\n{question}{sep}<|im_start|>assistant\n
 // with sep = "<|im_end|>" (internlm2-chat, Hermes-2) or "<|im_end|>\n" (internvl2_5), and chat()'s question
 // "<image>\n{user text}" whose <image> becomes <img><IMG_CONTEXT>×(256·tiles)</img>.
+// ChatML (a -hf checkpoint's own template, e.g. SmolLM2's): the same turns with sep = "<|im_end|>\n", the
+// template's default system text (ModelDesc::template_system), and no system turn where the template writes none.
 //
 // The prompt is built as parts rather than as one string to parse: special tokens go in as ids, and each run of
 // plain text between two of them is encoded on its own — which is exactly what a tokenizer that splits added
@@ -58,6 +60,7 @@ class PromptBuilder {
 }  // namespace
 
 std::string default_system_prompt(ChatTemplateKind kind) {
+  FOVEA_CHECK(kind != ChatTemplateKind::ChatML, "a model's own template keeps its system text in ModelDesc");
   // Hermes-2 (InternVL2-1B/-4B... with Qwen2) uses the same InternVL2 sentence as internlm2-chat: the model's
   // system_message is its template's, and conversation.py gives Hermes-2 this text.
   return kind == ChatTemplateKind::InternVL2_5 ? kInternVL2_5System : kInternVL2System;
@@ -71,15 +74,21 @@ PromptIds build_chat_prompt(const ModelDesc& desc, const Tokenizer& tokenizer, c
   FOVEA_CHECK(image_tiles.empty() || known_context < 0 || known_context == desc.image_token_id,
               "config image token id ", desc.image_token_id, " is not the tokenizer's <IMG_CONTEXT> (", known_context,
               ")");
-  const std::string after_end = desc.chat_template == ChatTemplateKind::InternVL2_5 ? "\n" : "";
+  const bool own_template = desc.chat_template == ChatTemplateKind::ChatML;
+  const std::string after_end =
+      desc.chat_template == ChatTemplateKind::InternVL2_5 || own_template ? "\n" : "";
   const int tokens_per_tile = desc.vision.tokens_per_tile();
 
   PromptBuilder prompt(tokenizer);
   if (desc.bos_id >= 0) prompt.token(desc.bos_id);
-  prompt.token(im_start);
-  prompt.text("system\n" + (system.empty() ? default_system_prompt(desc.chat_template) : system));
-  prompt.token(im_end);
-  prompt.text(after_end);
+  const std::optional<std::string> system_text =
+      !system.empty() ? system : own_template ? desc.template_system : default_system_prompt(desc.chat_template);
+  if (system_text) {
+    prompt.token(im_start);
+    prompt.text("system\n" + *system_text);
+    prompt.token(im_end);
+    prompt.text(after_end);
+  }
   prompt.token(im_start);
   prompt.text("user\n");
   for (const int tiles : image_tiles) {

@@ -16,7 +16,8 @@ struct PromptIds {
   std::vector<std::pair<int32_t, int32_t>> image_spans;
 };
 
-// Builds the token ids of a single-turn chat: system (empty -> the template's default), then the user turn with
+// Builds the token ids of a single-turn chat: system (empty -> the template's default; none for a ChatML template
+// that writes none), then the user turn with
 // the images first (one "<image>" placeholder each, as InternVL's chat() does), then the question, then the
 // assistant prefix. Template text is parsed with special tokens; user text never is.
 PromptIds build_chat_prompt(const ModelDesc& desc, const Tokenizer& tokenizer, const std::string& system,

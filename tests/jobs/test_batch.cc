@@ -47,13 +47,15 @@ TEST_F(BatchFiles, ReadsTasksResolvingPathsAndFlaggingProblems) {
                                       << R"({"image":"img/p1.jpg"})" << "\n"
                                       << "not json\n"
                                       << R"({"id":"a","image":"img/p2.jpg"})" << "\n"
-                                      << R"({"id":"m","prompt":"q"})" << "\n"
-                                      << R"({"id":"n","image":"x","max_tokens":0})" << "\n";
+                                      << R"({"id":"m","prompt":"q","system":"Be brief."})" << "\n"
+                                      << R"({"id":"n","image":"x","max_tokens":0})" << "\n"
+                                      << R"({"id":"s","prompt":"q","system":3})" << "\n"
+                                      << R"({"id":"e","image":"","prompt":"q"})" << "\n";
   TaskDefaults defaults;
   defaults.prompt = "default?";
   defaults.max_tokens = 2;
   const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), defaults);
-  ASSERT_EQ(list.tasks.size(), 4u);
+  ASSERT_EQ(list.tasks.size(), 6u);
   EXPECT_EQ(list.skipped_lines.size(), 2u);
   EXPECT_EQ(list.duplicate_ids, 1);
   EXPECT_EQ(list.tasks[0].key, "\"a\"");
@@ -64,8 +66,13 @@ TEST_F(BatchFiles, ReadsTasksResolvingPathsAndFlaggingProblems) {
   EXPECT_EQ(list.tasks[1].prompt, "default?");
   EXPECT_EQ(list.tasks[1].max_tokens, 2);
   EXPECT_TRUE(list.tasks[1].problem.empty());
-  EXPECT_FALSE(list.tasks[2].problem.empty());  // no image
+  EXPECT_TRUE(list.tasks[2].problem.empty());  // no image: a text-only task
+  EXPECT_TRUE(list.tasks[2].image_path.empty());
+  EXPECT_EQ(list.tasks[2].system, "Be brief.");
+  EXPECT_TRUE(list.tasks[1].system.empty());
   EXPECT_FALSE(list.tasks[3].problem.empty());  // max_tokens 0
+  EXPECT_FALSE(list.tasks[4].problem.empty());  // system not a string
+  EXPECT_FALSE(list.tasks[5].problem.empty());  // empty image path
 
   const TaskList from_dir = tasks_from_image_dir((dir_ / "img").string(), defaults);
   ASSERT_EQ(from_dir.tasks.size(), 7u);  // hidden file skipped

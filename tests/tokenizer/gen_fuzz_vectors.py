@@ -13,8 +13,6 @@ import json
 import os
 import random
 
-import sentencepiece as spm
-from sentencepiece import sentencepiece_model_pb2 as sp_pb2
 from tokenizers import Tokenizer
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +80,8 @@ def qwen2_reference():
 
 
 def internlm2_reference():
+    import sentencepiece as spm  # here, so that other generators can import this file without sentencepiece
+    from sentencepiece import sentencepiece_model_pb2 as sp_pb2
     proto = sp_pb2.ModelProto()
     proto.ParseFromString(open(os.path.join(SHARED, 'internlm2', 'tokenizer.model'), 'rb').read())
     for piece in proto.pieces:

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "tokenizer/qwen2_pretokenizer.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode.h"
 
 using namespace fovea;
