@@ -1,0 +1,125 @@
+"""`fovea quantize` on the demo model, each method: the written checkpoint loads in Fovea (`fovea run` on the CPU
+gives finite first-token logits, `fovea inspect --model` names the method and the quantized linears), and its
+packed weights, read back by an independent numpy unpacking, stay within the 4-bit step of the originals
+(AWQ: after undoing the scales it folded into the attention norm)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
+from test_run_fp8 import row as logits_row, run_one_task  # noqa: E402 (after the skips)
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+import make_w4_checkpoint  # noqa: E402
+from test_w4_checkpoint import awq_dequantize  # noqa: E402
+
+make_w4_checkpoint.DTYPES.setdefault("F8_E4M3", np.uint8)  # fp8 codes, read as bytes
+
+FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
+pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary")
+QKV = "language_model.model.layers.0.attention.wqkv"
+NORM = "language_model.model.layers.0.attention_norm.weight"
+GROUP = 16  # divides the demo LLM's input widths (64, 176)
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("calib")
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(4):
+        pixels = rng.integers(0, 256, size=(48 + 8 * i, 64, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+        lines.append(json.dumps({"id": str(i), "image": f"{i}.png", "prompt": f"What is in picture {i}?",
+                                 "max_tokens": 2}))
+    (folder / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    return folder / "tasks.jsonl"
+
+
+def quantize(model, out, method, *extra):
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(model), "--out", str(out), "--method", method,
+                           "--group", str(GROUP), *extra], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "quantize [" in proc.stderr  # the progress bar
+    return proc
+
+
+def gptq_dequantize(qweight, qzeros, scales, g_idx):
+    """AutoGPTQ layout (v1 zeros: stored word = true word - 0x11111111) -> [out, in] float32."""
+    shifts = np.arange(8, dtype=np.uint32) * 4
+    q = ((qweight.view(np.uint32)[:, None, :] >> shifts[None, :, None]) & 0xF).reshape(-1, qweight.shape[1])
+    words = (qzeros.view(np.uint32).astype(np.uint64) + 0x11111111) & 0xFFFFFFFF
+    z = ((words[..., None] >> shifts.astype(np.uint64)) & 0xF).reshape(qzeros.shape[0], -1)
+    return ((q.astype(np.float32) - z[g_idx]) * scales.astype(np.float32)[g_idx]).T
+
+
+def first_logits(model, tmp_path, name):
+    proc, logits = run_one_task(model, tmp_path, name, [])
+    assert proc.returncode == 0, proc.stderr
+    values = logits_row(logits)
+    assert np.isfinite(values).all()
+    return values
+
+
+def read(model):
+    return make_w4_checkpoint.read_safetensors(model / "model.safetensors")[0]
+
+
+@pytest.mark.parametrize("method,extra", [("awq", []), ("gptq", ["--act-order"]), ("rtn", []), ("fp8", [])])
+def test_quantized_demo_loads_and_runs(demo_model, calibration, tmp_path, method, extra):
+    out = tmp_path / method
+    calib = ["--calib", str(calibration), "--samples", "4"] if method in ("awq", "gptq") else []
+    quantize(demo_model, out, method, *extra, *calib)
+    config = json.loads((out / "config.json").read_text())
+    q = config["quantization_config"]
+    assert q["quant_method"] == {"awq": "awq", "gptq": "gptq", "rtn": "gptq", "fp8": "compressed-tensors"}[method]
+    assert config["llm_config"]["quantization_config"] == q  # LMDeploy reads the LLM's config
+    inspect = subprocess.run([FOVEA_BIN, "inspect", "--model", str(out)], capture_output=True, text=True, timeout=60)
+    assert inspect.returncode == 0, inspect.stderr
+    assert "quantized linears 10" in inspect.stdout  # wqkv, wo, w1, w2, w3 of both layers
+    assert "layers.*.attention.wqkv x2" in inspect.stdout
+
+    before, after = read(demo_model), read(out)
+    assert not any(n.startswith("vision_model") and (n.endswith(".qweight") or n.endswith("_scale")) for n in after)
+    assert after["language_model.output.weight"][0] == "BF16"  # the LM head stays
+    w = make_w4_checkpoint.as_float32(*before[QKV + ".weight"])
+    if method == "fp8":
+        codes, scale = after[QKV + ".weight"], after[QKV + ".weight_scale"][1]
+        assert codes[0] == "F8_E4M3" and scale.shape == (w.shape[0], 1)
+        np.testing.assert_allclose(scale[:, 0], np.abs(w).max(axis=1) / 448, rtol=1e-6)
+        assert codes[1].max() == 0x7E or (codes[1] & 0x7F).max() == 0x7E  # each row's max is 448 = E4M3 0x7E
+    elif method == "awq":
+        dq = awq_dequantize(after[QKV + ".qweight"][1], after[QKV + ".qzeros"][1], after[QKV + ".scales"][1], GROUP)
+        # The runtime computes dq x (norm_new * x_in), the original W x (norm_old * x_in): undo the fold.
+        s = (make_w4_checkpoint.as_float32(*before[NORM]) / make_w4_checkpoint.as_float32(*after[NORM]))
+        step = np.repeat(after[QKV + ".scales"][1].astype(np.float32).T, GROUP, axis=1)
+        assert not np.allclose(s, 1.0)  # scales were searched and folded
+        # within a step (AWQ's rounded zero point shifts the grid by up to half a step)
+        assert (np.abs(dq / s - w) <= (1.001 * step + 1e-6) / s + np.abs(w) * 2 ** -7).all()
+    else:
+        g_idx = after[QKV + ".g_idx"][1]
+        dq = gptq_dequantize(after[QKV + ".qweight"][1], after[QKV + ".qzeros"][1], after[QKV + ".scales"][1], g_idx)
+        step = after[QKV + ".scales"][1].astype(np.float32)[g_idx].T
+        steps = np.abs(dq - w) / step
+        if method == "rtn":
+            assert (steps <= 0.5 * 1.01).all()  # 1%: the float16 scale's rounding over 7.5 steps
+            assert (g_idx == np.arange(w.shape[1]) // GROUP).all()
+        else:  # error feedback moves later columns; act-order permutes the groups
+            assert steps.mean() < 1.0 and steps.max() < 4.0
+            assert not (g_idx == np.arange(w.shape[1]) // GROUP).all()
+    first_logits(out, tmp_path, method)
+
+
+def test_bad_requests_fail_clearly(demo_model, tmp_path):
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "gptq"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "needs calibration data" in proc.stderr
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "rtn", "--group", "128"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "not a multiple of --group 128" in proc.stderr
