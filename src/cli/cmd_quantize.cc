@@ -14,7 +14,8 @@ namespace {
 
 const char* kUsage =
     "usage: fovea quantize --model IN --out OUT --method awq|gptq|rtn|fp8 [--group 128] [--act-order]\n"
-    "                      [--calib TASKS.jsonl|IMAGE_DIR] [--samples 32] [--prompt TEXT] [--include-vision]\n"
+    "                      [--calib TASKS.jsonl|IMAGE_DIR] [--samples 32] [--prompt TEXT] [--max-tiles N]\n"
+    "                      [--include-vision]\n"
     "  awq, gptq: 4-bit from calibration activations (the model runs --calib on the CPU backend)\n"
     "  rtn: 4-bit round-to-nearest (GPTQ layout, no calibration); fp8: E4M3 per-channel (compressed-tensors)\n"
     "  --group N: 4-bit group size (-1: one group per row); --act-order: GPTQ in descending activation order\n"
@@ -41,7 +42,7 @@ int quantize_main(const std::vector<std::string>& raw) {
   QuantizeOptions opt;
   try {
     args.allow_only({"--model", "--out", "--method", "--group", "--act-order", "--calib", "--samples", "--prompt",
-                     "--include-vision", "--help"});
+                     "--include-vision", "--max-tiles", "--help"});
     FOVEA_CHECK(args.positional().empty(), "unexpected argument ", args.positional().empty() ? "" : args.positional()[0]);
     opt.model_dir = args.get("--model");
     opt.out_dir = args.get("--out");
@@ -55,6 +56,8 @@ int quantize_main(const std::vector<std::string>& raw) {
     opt.calibration.source = args.get("--calib");
     opt.calibration.samples = args.get_int("--samples", opt.calibration.samples);
     FOVEA_CHECK(opt.calibration.samples >= 1, "--samples must be at least 1");
+    opt.calibration.max_tiles = args.get_int("--max-tiles", 0);
+    FOVEA_CHECK(opt.calibration.max_tiles >= 0, "--max-tiles must be positive");
     if (args.has("--prompt")) opt.calibration.prompt = args.get("--prompt");
     const bool calibrated = opt.method == QuantizeMethod::Awq || opt.method == QuantizeMethod::Gptq;
     FOVEA_CHECK(!calibrated || !opt.calibration.source.empty(), "--method ", args.get("--method"),

@@ -99,6 +99,7 @@ CalibrationActivations collect_calibration(const std::string& model_dir, const M
     auto service = make_engine_service(config);
     BatchJobOptions job;
     job.progress = false;
+    job.max_tiles = options.max_tiles;
     summary = run_batch_job(*service, tasks, results.string(), job);
     service->drain();
   }

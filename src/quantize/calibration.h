@@ -29,6 +29,7 @@ struct CalibrationOptions {
   std::string source;   // a tasks JSONL file or a folder of images
   std::string prompt = "Describe this image in detail.";  // for a folder of images (and tasks without one)
   int samples = 32;     // the first N tasks
+  int max_tiles = 0;    // tiles per image (0: the model's maximum)
   int64_t max_rows = 4096;  // rows kept per linear (the first ones)
 };
 
