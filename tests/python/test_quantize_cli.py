@@ -1,5 +1,6 @@
 """`fovea quantize` on the demo model, each method: the written checkpoint loads in Fovea (`fovea run` on the CPU
-gives finite first-token logits, `fovea inspect --model` names the method and the quantized linears), and its
+gives finite first-token logits, and the same with the 4-bit linears kept packed; `fovea inspect --model` names
+the method and the quantized linears), and its
 packed weights, read back by an independent numpy unpacking, stay within the 4-bit step of the originals
 (AWQ: after undoing the scales it folded into the attention norm)."""
 import json
@@ -130,7 +131,11 @@ def test_quantized_demo_loads_and_runs(demo_model, quantized, tmp_path, method):
         else:  # error feedback moves later columns; act-order permutes the groups
             assert steps.mean() < 1.0 and steps.max() < 4.0
             assert not (g_idx == np.arange(w.shape[1]) // GROUP).all()
-    first_logits(out, tmp_path, method)
+    dequantized = first_logits(out, tmp_path, method)
+    if method != "fp8":  # the 4-bit files also stay packed (W4A16; the CPU's linear_w4 reference) with equal logits
+        proc, logits = run_one_task(out, tmp_path, method + "_packed", ["--w4", "packed"])
+        assert proc.returncode == 0 and "8 LLM linears kept 4-bit on the device" in proc.stderr, proc.stderr
+        assert np.array_equal(logits_row(logits), dequantized)
 
 
 def held_out_logits(model, calibration, tmp_path, name):
