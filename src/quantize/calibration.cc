@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <mutex>
 
@@ -63,6 +65,17 @@ struct ObserverScope {
   ~ObserverScope() { set_linear_input_observer(nullptr, nullptr); }
 };
 
+// The first error record of a results file ("" when none), for the message that stops the calibration.
+std::string first_failure(const fs::path& results) {
+  std::ifstream in(results);
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    if (record.is_object() && record.contains("error"))
+      return str(record.value("id", nlohmann::json()).dump(), ": ", record["error"].dump());
+  }
+  return "";
+}
+
 }  // namespace
 
 const char* linear_input_name(LinearInput kind) {
@@ -103,9 +116,11 @@ CalibrationActivations collect_calibration(const std::string& model_dir, const M
     summary = run_batch_job(*service, tasks, results.string(), job);
     service->drain();
   }
+  const std::string first_error = first_failure(results);
   fs::remove(results);
   FOVEA_CHECK(recorder.error.empty(), recorder.error);
-  FOVEA_CHECK(!summary.any_failed(), summary.failed, " of ", tasks.tasks.size(), " calibration tasks failed");
+  FOVEA_CHECK(!summary.any_failed(), summary.failed, " of ", tasks.tasks.size(), " calibration tasks failed; first: ",
+              first_error);
   for (int layer = 0; layer < l.layers; ++layer)
     for (int kind = 0; kind < kLinearInputs; ++kind)
       FOVEA_CHECK(recorder.acts.row_count(layer, LinearInput(kind)) > 0, "calibration recorded no input for layer ",

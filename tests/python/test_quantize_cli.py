@@ -1,8 +1,7 @@
 """`fovea quantize` on the demo model, each method: the written checkpoint loads in Fovea (`fovea run` on the CPU
 gives finite first-token logits, and the same with the 4-bit linears kept packed; `fovea inspect --model` names
-the method and the quantized linears), and its
-packed weights, read back by an independent numpy unpacking, stay within the 4-bit step of the originals
-(AWQ: after undoing the scales it folded into the attention norm)."""
+the method and the quantized linears), and its packed weights, read back by an independent numpy unpacking, stay
+within the 4-bit step of the originals (AWQ: after undoing the scales it folded into the attention norm)."""
 import json
 import os
 import subprocess
@@ -174,3 +173,10 @@ def test_bad_requests_fail_clearly(demo_model, tmp_path):
     proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
                            "--method", "rtn", "--group", "128"], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "not a multiple of --group 128" in proc.stderr
+    (tmp_path / "calib").mkdir()
+    (tmp_path / "calib" / "notes.txt").write_text("not an image")
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "awq", "--group", "16", "--calib", str(tmp_path / "calib")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "1 of 1 calibration tasks failed" in proc.stderr
+    assert "notes.txt" in proc.stderr and "cannot identify image format" in proc.stderr
