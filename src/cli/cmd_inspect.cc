@@ -2,13 +2,16 @@
 // tiling policy spends on the image, and draws both grids over it (official in red, compact in blue dashes).
 // fovea inspect --model DIR: prints what the loader reads from the checkpoint's config (sizes, tiles,
 // quantization); with an IMAGE too, both.
+#include <cctype>
 #include <cstdio>
+#include <map>
 #include <filesystem>
 
 #include "cli/command.h"
 #include "image/encode.h"
 #include "image/preprocess.h"
 #include "model/model_desc.h"
+#include "model/safetensors.h"
 
 namespace fovea {
 namespace {
@@ -58,6 +61,38 @@ const char* llm_arch_name(LlmArch arch) {
   return "?";
 }
 
+// Which linears the checkpoint stores quantized (X.qweight, or an E4M3 X.weight with X.weight_scale), with
+// layer indices folded: "language_model.model.layers.*.attention.wqkv x2".
+void print_quantized_linears(const std::string& dir, const CheckpointQuantization& q) {
+  const SafetensorsSet set(dir);
+  std::map<std::string, int> patterns;
+  int total = 0, dense = 0;
+  for (const std::string& name : set.names()) {
+    std::string prefix;
+    if (name.size() > 8 && name.compare(name.size() - 8, 8, ".qweight") == 0) prefix = name.substr(0, name.size() - 8);
+    if (q.fp8_weights && name.size() > 13 && name.compare(name.size() - 13, 13, ".weight_scale") == 0)
+      prefix = name.substr(0, name.size() - 13);
+    if (prefix.empty()) {
+      if (name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0 && set.get(name).rank() == 2) ++dense;
+      continue;
+    }
+    std::string pattern;
+    for (size_t i = 0; i < prefix.size(); ++i) {
+      if (std::isdigit(static_cast<unsigned char>(prefix[i])) && i > 0 && prefix[i - 1] == '.') {
+        while (i < prefix.size() && std::isdigit(static_cast<unsigned char>(prefix[i]))) ++i;
+        pattern += '*';
+        --i;
+        continue;
+      }
+      pattern += prefix[i];
+    }
+    ++patterns[pattern];
+    ++total;
+  }
+  std::printf("  quantized linears %d (matrices left dense: %d)\n", total, dense);
+  for (const auto& [pattern, count] : patterns) std::printf("          %s x%d\n", pattern.c_str(), count);
+}
+
 void print_model(const std::string& dir) {
   const ModelDesc d = load_model_desc(dir);
   const VisionConfig& v = d.vision;
@@ -74,6 +109,10 @@ void print_model(const std::string& dir) {
     std::printf("  weights %s (%s)\n", q.describe().c_str(), q.source.c_str());
     std::printf("  W4A16   on CUDA the LLM's packed linears stay 4-bit on the device (linear_w4); the CPU backend\n"
                 "          and --w4 dequantize load them as bf16\n");
+    print_quantized_linears(dir, q);
+  } else if (q.fp8_weights) {
+    std::printf("  weights %s (%s); loaded as bf16\n", q.describe().c_str(), q.source.c_str());
+    print_quantized_linears(dir, q);
   } else {
     std::printf("  weights as stored (no quantization_config)\n");
   }

@@ -43,10 +43,34 @@ void read_gptq(const JsonSection& q, CheckpointQuantization* out) {
   out->zeros_minus_one = format == "gptq";
 }
 
+// compressed-tensors (neuralmagic/compressed-tensors QuantizationConfig): every config group's weights must be
+// 8-bit floats with channel or tensor scales; activation schemes are the runtime's business (--quantization).
+void read_compressed_tensors(const JsonSection& q, CheckpointQuantization* out) {
+  const std::string format = lowercase(q.get_string("format", ""));
+  FOVEA_CHECK(format == "float-quantized", q.where, ".format '", format,
+              "' is not supported (compressed-tensors float-quantized FP8 weights only)");
+  const JsonSection groups = q.child("config_groups");
+  FOVEA_CHECK(!groups.json.empty(), q.where, ".config_groups is empty");
+  for (const auto& [name, group] : groups.json.items()) {
+    const std::string where = groups.where + "." + name + ".weights";
+    FOVEA_CHECK(group.is_object() && group.contains("weights") && group["weights"].is_object(), where, " is missing");
+    const JsonSection w{group["weights"], where};
+    const std::string type = lowercase(w.get_string("type", "")), strategy = lowercase(w.get_string("strategy", ""));
+    FOVEA_CHECK(w.get_int("num_bits") == 8 && type == "float", where, " must be 8-bit float weights");
+    FOVEA_CHECK(strategy == "channel" || strategy == "tensor", where, ".strategy '", strategy,
+                "' is not supported (channel, tensor)");
+  }
+  out->fp8_weights = true;
+}
+
 CheckpointQuantization parse_quantization(const JsonSection& q) {
   CheckpointQuantization out;
   out.source = q.where;
   const std::string method = lowercase(q.get_string("quant_method", ""));
+  if (method == "compressed-tensors") {
+    read_compressed_tensors(q, &out);
+    return out;
+  }
   if (method == "awq") {
     out.method = WeightQuantMethod::Awq;
   } else if (method == "gptq") {
@@ -71,6 +95,7 @@ CheckpointQuantization parse_quantization(const JsonSection& q) {
 }  // namespace
 
 std::string CheckpointQuantization::describe() const {
+  if (fp8_weights) return "fp8 e4m3 weights, scales per channel or tensor (compressed-tensors)";
   if (method == WeightQuantMethod::None) return "none";
   std::string s = str(method == WeightQuantMethod::Awq ? "awq" : "gptq", " ", bits, "-bit, ");
   s += group_size < 0 ? std::string("one group over K") : str("group ", group_size);

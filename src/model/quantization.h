@@ -18,6 +18,9 @@ struct CheckpointQuantization {
   bool desc_act = false;         // GPTQ act-order: g_idx maps input rows to groups in any order
   bool sym = false;              // GPTQ symmetric (every zero is 2^(bits-1)); the dequantization does not need it
   bool zeros_minus_one = false;  // GPTQ "gptq" (v1) checkpoint format: the packed zeros word holds z - 1 per nibble
+  // compressed-tensors float-quantized (what `fovea quantize --method fp8` and llm-compressor write): X.weight
+  // is E4M3 with X.weight_scale ([out, 1] per channel or one per tensor); the loader dequantizes it to bf16.
+  bool fp8_weights = false;
   std::string source;            // where the config came from, for messages ("/m/config.json: llm_config")
 
   bool packed() const { return method != WeightQuantMethod::None; }
@@ -26,7 +29,7 @@ struct CheckpointQuantization {
 
 // Reads quantization_config from config.json's top level, else from llm_config or text_config (LMDeploy writes
 // InternVL's into llm_config). Absent: method None. Throws naming the key for anything not supported: other
-// quant methods, bits other than 4, AWQ versions other than gemm or without zero points, GPTQ formats other than
+// quant methods, compressed-tensors other than 8-bit float weights (channel / tensor scales), bits other than 4, AWQ versions other than gemm or without zero points, GPTQ formats other than
 // gptq / gptq_v2.
 CheckpointQuantization read_checkpoint_quantization(const JsonSection& root);
 

@@ -217,7 +217,12 @@ std::string SafetensorsSet::describe() const {
 
 Tensor SafetensorsSet::get(const std::string& name) const {
   const auto it = owner_.find(name);
-  if (it != owner_.end()) return files_[it->second]->tensor(name);
+  if (it != owner_.end()) {
+    Tensor t = files_[it->second]->tensor(name);
+    if (t.dtype == DType::F8E4M3 && quantization_.fp8_weights && owner_.count(name + "_scale") != 0)
+      return dequantized_fp8(name, t);
+    return t;
+  }
   const std::string prefix = packed_prefix(name);
   FOVEA_CHECK(!prefix.empty(), describe(), ": missing tensor ", name);
   return dequantized(prefix);
@@ -253,6 +258,20 @@ Tensor SafetensorsSet::dequantized(const std::string& prefix) const {
   const std::string where = str(file_of(prefix + ".qweight"), ": ", prefix);
   // bf16: what the GPU keeps anyway (its upload would round an f32 copy the same way), at half the host memory.
   return dequantize_w4(packed(prefix + ".weight"), quantization_, DType::BF16, where);
+}
+
+Tensor SafetensorsSet::dequantized_fp8(const std::string& name, const Tensor& codes) const {
+  const Tensor scale = get(name + "_scale").to_f32();
+  const int64_t rows = codes.rank() == 2 ? codes.dim(0) : 1, cols = codes.numel() / rows;
+  FOVEA_CHECK(scale.numel() == rows || scale.numel() == 1, file_of(name), ": ", name, "_scale has ",
+              shape_str(scale.shape), " for a ", shape_str(codes.shape), " weight (want [out, 1] or one scale)");
+  Tensor out = Tensor::host(DType::BF16, codes.shape);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = scale.ptr<float>()[scale.numel() == 1 ? 0 : r];
+    for (int64_t c = 0; c < cols; ++c)
+      out.ptr<uint16_t>()[r * cols + c] = f32_to_bf16(e4m3_to_f32(codes.ptr<uint8_t>()[r * cols + c]) * s);
+  }
+  return out;
 }
 
 Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const {

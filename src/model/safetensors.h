@@ -46,7 +46,8 @@ class SafetensorsFile {
 // 4-bit checkpoints (AWQ, GPTQ) store a linear "X.weight" as X.qweight, X.qzeros, X.scales (GPTQ: X.g_idx). With
 // set_quantization(the config's), such an X.weight exists for has() and get() returns it dequantized to a bf16
 // [out, in] tensor (model/w4_dequant.h), so the weight maps read packed and plain checkpoints alike; packed()
-// hands the packed tensors through instead (the W4A16 path, model/w4_repack.h).
+// hands the packed tensors through instead (the W4A16 path, model/w4_repack.h). With an FP8 compressed-tensors
+// config, an E4M3 X.weight that has X.weight_scale reads as its bf16 dequantization.
 class SafetensorsSet {
  public:
   explicit SafetensorsSet(const std::string& dir);
@@ -75,6 +76,8 @@ class SafetensorsSet {
   std::string packed_prefix(const std::string& name) const;
   bool is_packed_weight(const std::string& name) const { return !packed_prefix(name).empty(); }
   Tensor dequantized(const std::string& prefix) const;
+  // A compressed-tensors FP8 weight (E4M3 codes times name_scale per row or tensor) as bf16.
+  Tensor dequantized_fp8(const std::string& name, const Tensor& codes) const;
   std::string dir_;
   CheckpointQuantization quantization_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

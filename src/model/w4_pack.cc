@@ -103,4 +103,40 @@ PackedW4Linear pack_gptq(const float* w, int64_t out, int64_t in, const std::vec
   return {qweight, pack_zeros(zeros, groups, out, kPlainOrder, v1_zeros ? kV1ZeroOffset : 0u), scales, g_idx_tensor};
 }
 
+PackedW4Linear pack_awq_codes(const W4Codes& c) {
+  check_dims(c.out, c.in, kPerWord);
+  FOVEA_CHECK(c.groups > 0 && c.in % c.groups == 0, "pack_awq_codes: ", c.in, " rows in ", c.groups, " groups");
+  const int64_t group = c.in / c.groups, words = c.out / kPerWord;
+  for (int64_t k = 0; k < c.in; ++k)
+    FOVEA_CHECK(c.g_idx[size_t(k)] == k / group, "pack_awq_codes: AWQ needs row k in group k / ", group);
+  Tensor scales = Tensor::host(DType::F16, {c.groups, c.out});
+  for (int64_t i = 0; i < c.groups * c.out; ++i) scales.ptr<uint16_t>()[i] = f32_to_f16(c.scales[size_t(i)]);
+  Tensor qweight = Tensor::host(DType::I32, {c.in, words});
+  for (int64_t k = 0; k < c.in; ++k)
+    for (int64_t w = 0; w < words; ++w) {
+      int values[kPerWord];
+      for (int j = 0; j < kPerWord; ++j) values[j] = c.q[size_t((w * kPerWord + j) * c.in + k)];
+      qweight.ptr<uint32_t>()[k * words + w] = pack_word(values, kAwqNibbleOfColumn);
+    }
+  return {qweight, pack_zeros(c.zeros, c.groups, c.out, kAwqNibbleOfColumn, 0), scales, {}};
+}
+
+PackedW4Linear pack_gptq_codes(const W4Codes& c, bool v1_zeros) {
+  check_dims(c.out, c.in, kPerWord);
+  FOVEA_CHECK(int64_t(c.g_idx.size()) == c.in, "pack_gptq_codes: g_idx has ", c.g_idx.size(), " entries for ", c.in,
+              " rows");
+  Tensor scales = Tensor::host(DType::F16, {c.groups, c.out});
+  for (int64_t i = 0; i < c.groups * c.out; ++i) scales.ptr<uint16_t>()[i] = f32_to_f16(c.scales[size_t(i)]);
+  Tensor qweight = Tensor::host(DType::I32, {c.in / kPerWord, c.out});
+  for (int64_t r = 0; r < c.in / kPerWord; ++r)
+    for (int64_t n = 0; n < c.out; ++n) {
+      int values[kPerWord];
+      for (int i = 0; i < kPerWord; ++i) values[i] = c.q[size_t(n * c.in + r * kPerWord + i)];
+      qweight.ptr<uint32_t>()[r * c.out + n] = pack_word(values, kPlainOrder);
+    }
+  Tensor g_idx = Tensor::host(DType::I32, {c.in});
+  std::copy(c.g_idx.begin(), c.g_idx.end(), g_idx.ptr<int32_t>());
+  return {qweight, pack_zeros(c.zeros, c.groups, c.out, kPlainOrder, v1_zeros ? kV1ZeroOffset : 0u), scales, g_idx};
+}
+
 }  // namespace fovea

@@ -19,4 +19,18 @@ PackedW4Linear pack_awq(const float* w, int64_t out, int64_t in, int64_t group);
 PackedW4Linear pack_gptq(const float* w, int64_t out, int64_t in, const std::vector<int32_t>& g_idx, int64_t groups,
                          bool v1_zeros);
 
+// Codes chosen elsewhere (fovea quantize: GPTQ, AWQ): w[n, k] ~ (q[n, k] - zeros[g, n]) * scales[g, n] with
+// g = g_idx[k]. Scales must already be float16 values (they are stored as F16).
+struct W4Codes {
+  int64_t out = 0, in = 0, groups = 0;
+  std::vector<uint8_t> q;        // [out, in], 0..15
+  std::vector<int> zeros;        // [groups, out], 0..15
+  std::vector<float> scales;     // [groups, out]
+  std::vector<int32_t> g_idx;    // [in]
+};
+// AWQ gemm layout; needs g_idx[k] == k / (in / groups) (AWQ has no act-order).
+PackedW4Linear pack_awq_codes(const W4Codes& c);
+// GPTQ layout with the codes' g_idx; `v1_zeros` as in pack_gptq.
+PackedW4Linear pack_gptq_codes(const W4Codes& c, bool v1_zeros);
+
 }  // namespace fovea

@@ -211,8 +211,19 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
   else be.linear_fp8_scaled(x, w8.codes, w8.scale, w8.scaling, bias, y, act);
 }
 
+namespace {
+LinearInputObserver g_observer = nullptr;
+void* g_observer_context = nullptr;
+}  // namespace
+
+void set_linear_input_observer(LinearInputObserver observer, void* context) {
+  g_observer = observer;
+  g_observer_context = context;
+}
+
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
                   const Tensor& bias, Tensor& y) {
+  if (g_observer) g_observer(g_observer_context, w, x);
   if (w4.empty()) return apply_linear(be, x, w, w8, bias, y);
   Tensor workspace = w4.workspace;
   be.linear_w4(x, w4.weight, bias, y, workspace);

@@ -33,6 +33,12 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
                   const Tensor& bias, Tensor& y);
 
+// Calibration (fovea quantize): when set, every LLM projection (the apply_linear above with a W4Linear) first
+// hands its weight and input to `observer` (a null check on the hot path otherwise). Set it only while no
+// engine runs steps; the observer is called from the engine's thread.
+using LinearInputObserver = void (*)(void* context, const Tensor& weight, const Tensor& input);
+void set_linear_input_observer(LinearInputObserver observer, void* context);
+
 // With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
 struct VitLayerWeights {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;

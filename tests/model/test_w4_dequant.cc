@@ -251,6 +251,39 @@ TEST(W4Safetensors, PackedLinearReadsAsItsWeight) {
   expect_error([&] { set.get("odd.weight"); }, {"odd.qzeros is missing", "awq 4-bit"});
 }
 
+// compressed-tensors FP8 (what `fovea quantize --method fp8` and llm-compressor write): 8-bit float weights with
+// channel or tensor scales load; anything else names the key.
+TEST(Fp8Config, CompressedTensorsFloatWeights) {
+  const std::string head = R"({"quantization_config": {"quant_method": "compressed-tensors", )";
+  const auto q = parse(head + R"("format": "float-quantized", "config_groups": {"group_0": {"targets": ["Linear"],
+      "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}})");
+  EXPECT_TRUE(q.fp8_weights);
+  EXPECT_FALSE(q.packed());
+  expect_error([&] { parse(head + R"("format": "pack-quantized", "config_groups": {}}})"); }, {"'pack-quantized'"});
+  expect_error([&] { parse(head + R"("format": "float-quantized", "config_groups": {"g": {"weights": {"num_bits": 8,
+      "type": "int", "strategy": "channel"}}}}})"); }, {"c.json.quantization_config.config_groups.g.weights"});
+  expect_error([&] { parse(head + R"("format": "float-quantized", "config_groups": {"g": {"weights": {"num_bits": 8,
+      "type": "float", "strategy": "block"}}}}})"); }, {"strategy 'block'"});
+}
+
+TEST(Fp8Safetensors, E4M3WeightReadsTimesItsRowScale) {
+  ScratchDir dir("fp8set");
+  Tensor codes = Tensor::host(DType::F8E4M3, {2, 2});
+  for (int i = 0; i < 4; ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(i + 1.0f);
+  Tensor scale = Tensor::host(DType::F32, {2, 1});
+  scale.ptr<float>()[0] = 2.0f, scale.ptr<float>()[1] = 0.5f;
+  write_safetensors(dir.file("model.safetensors"), {{"lin.weight", codes}, {"lin.weight_scale", scale}});
+  SafetensorsSet set(dir.path().string());
+  EXPECT_EQ(set.get("lin.weight").dtype, DType::F8E4M3);  // without the config: as stored
+  CheckpointQuantization q;
+  q.fp8_weights = true;
+  set.set_quantization(q);
+  const Tensor w = set.get("lin.weight", {2, 2});
+  ASSERT_EQ(w.dtype, DType::BF16);
+  const float expected[4] = {2, 4, 1.5f, 2};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(bf16_to_f32(w.ptr<uint16_t>()[i]), expected[i]) << i;
+}
+
 // The quantized demo holds the dense demo's random weights, packed: each dequantized LLM weight is close to the
 // dense one (4-bit round-to-nearest error), and the vision tower is untouched.
 TEST(W4Demo, QuantizedDemoLoadsCloseToTheDenseDemo) {

@@ -1,0 +1,182 @@
+"""`fovea quantize` on the demo model, each method: the written checkpoint loads in Fovea (`fovea run` on the CPU
+gives finite first-token logits, and the same with the 4-bit linears kept packed; `fovea inspect --model` names
+the method and the quantized linears), and its packed weights, read back by an independent numpy unpacking, stay
+within the 4-bit step of the originals (AWQ: after undoing the scales it folded into the attention norm)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+Image = pytest.importorskip("PIL.Image")
+from test_run_fp8 import row as logits_row, run_one_task  # noqa: E402 (after the skips)
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+import make_w4_checkpoint  # noqa: E402
+from test_w4_checkpoint import awq_dequantize  # noqa: E402
+
+make_w4_checkpoint.DTYPES.setdefault("F8_E4M3", np.uint8)  # fp8 codes, read as bytes
+
+FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
+pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary")
+QKV = "language_model.model.layers.0.attention.wqkv"
+NORM = "language_model.model.layers.0.attention_norm.weight"
+GROUP = 16  # divides the demo LLM's input widths (64, 176)
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory):
+    """tasks.jsonl (4 calibration tasks) and held_out.jsonl (4 others) over random images."""
+    folder = tmp_path_factory.mktemp("calib")
+    rng = np.random.default_rng(0)
+    lines = []
+    for i in range(8):
+        pixels = rng.integers(0, 256, size=(48 + 8 * (i % 4), 64, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"{i}.png")
+        lines.append(json.dumps({"id": str(i), "image": f"{i}.png", "prompt": f"What is in picture {i}?",
+                                 "max_tokens": 2}))
+    (folder / "tasks.jsonl").write_text("\n".join(lines[:4]) + "\n")
+    (folder / "held_out.jsonl").write_text("\n".join(lines[4:]) + "\n")
+    return folder / "tasks.jsonl"
+
+
+@pytest.fixture(scope="module")
+def quantized(demo_model, calibration, tmp_path_factory):
+    """method -> the demo quantized by it (group 16; gptq with act-order), made lazily once per module."""
+    made = {}
+
+    def get(method):
+        if method not in made:
+            out = tmp_path_factory.mktemp("quantized") / method
+            extra = ["--act-order"] if method == "gptq" else []
+            if method in ("awq", "gptq"):
+                extra += ["--calib", str(calibration), "--samples", "4", "--max-tiles", "2"]
+            quantize(demo_model, out, method, *extra)
+            made[method] = out
+        return made[method]
+    return get
+
+
+def quantize(model, out, method, *extra):
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(model), "--out", str(out), "--method", method,
+                           "--group", str(GROUP), *extra], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "quantize [" in proc.stderr  # the progress bar
+    return proc
+
+
+def gptq_dequantize(qweight, qzeros, scales, g_idx):
+    """AutoGPTQ layout (v1 zeros: stored word = true word - 0x11111111) -> [out, in] float32."""
+    shifts = np.arange(8, dtype=np.uint32) * 4
+    q = ((qweight.view(np.uint32)[:, None, :] >> shifts[None, :, None]) & 0xF).reshape(-1, qweight.shape[1])
+    words = (qzeros.view(np.uint32).astype(np.uint64) + 0x11111111) & 0xFFFFFFFF
+    z = ((words[..., None] >> shifts.astype(np.uint64)) & 0xF).reshape(qzeros.shape[0], -1)
+    return ((q.astype(np.float32) - z[g_idx]) * scales.astype(np.float32)[g_idx]).T
+
+
+def first_logits(model, tmp_path, name):
+    proc, logits = run_one_task(model, tmp_path, name, [])
+    assert proc.returncode == 0, proc.stderr
+    values = logits_row(logits)
+    assert np.isfinite(values).all()
+    return values
+
+
+def read(model):
+    return make_w4_checkpoint.read_safetensors(model / "model.safetensors")[0]
+
+
+@pytest.mark.parametrize("method", ["awq", "gptq", "rtn", "fp8"])
+def test_quantized_demo_loads_and_runs(demo_model, quantized, tmp_path, method):
+    out = quantized(method)
+    config = json.loads((out / "config.json").read_text())
+    q = config["quantization_config"]
+    assert q["quant_method"] == {"awq": "awq", "gptq": "gptq", "rtn": "gptq", "fp8": "compressed-tensors"}[method]
+    assert config["llm_config"]["quantization_config"] == q  # LMDeploy reads the LLM's config
+    inspect = subprocess.run([FOVEA_BIN, "inspect", "--model", str(out)], capture_output=True, text=True, timeout=60)
+    assert inspect.returncode == 0, inspect.stderr
+    assert "quantized linears 10" in inspect.stdout  # wqkv, wo, w1, w2, w3 of both layers
+    assert "layers.*.attention.wqkv x2" in inspect.stdout
+
+    before, after = read(demo_model), read(out)
+    assert not any(n.startswith("vision_model") and (n.endswith(".qweight") or n.endswith("_scale")) for n in after)
+    assert after["language_model.output.weight"][0] == "BF16"  # the LM head stays
+    w = make_w4_checkpoint.as_float32(*before[QKV + ".weight"])
+    if method == "fp8":
+        codes, scale = after[QKV + ".weight"], after[QKV + ".weight_scale"][1]
+        assert codes[0] == "F8_E4M3" and scale.shape == (w.shape[0], 1)
+        np.testing.assert_allclose(scale[:, 0], np.abs(w).max(axis=1) / 448, rtol=1e-6)
+        assert codes[1].max() == 0x7E or (codes[1] & 0x7F).max() == 0x7E  # each row's max is 448 = E4M3 0x7E
+    elif method == "awq":
+        dq = awq_dequantize(after[QKV + ".qweight"][1], after[QKV + ".qzeros"][1], after[QKV + ".scales"][1], GROUP)
+        # The runtime computes dq x (norm_new * x_in), the original W x (norm_old * x_in): undo the fold.
+        s = (make_w4_checkpoint.as_float32(*before[NORM]) / make_w4_checkpoint.as_float32(*after[NORM]))
+        step = np.repeat(after[QKV + ".scales"][1].astype(np.float32).T, GROUP, axis=1)
+        assert not np.allclose(s, 1.0)  # scales were searched and folded
+        # within a step (AWQ's rounded zero point shifts the grid by up to half a step)
+        assert (np.abs(dq / s - w) <= (1.001 * step + 1e-6) / s + np.abs(w) * 2 ** -7).all()
+    else:
+        g_idx = after[QKV + ".g_idx"][1]
+        dq = gptq_dequantize(after[QKV + ".qweight"][1], after[QKV + ".qzeros"][1], after[QKV + ".scales"][1], g_idx)
+        step = after[QKV + ".scales"][1].astype(np.float32)[g_idx].T
+        steps = np.abs(dq - w) / step
+        if method == "rtn":
+            assert (steps <= 0.5 * 1.01).all()  # 1%: the float16 scale's rounding over 7.5 steps
+            assert (g_idx == np.arange(w.shape[1]) // GROUP).all()
+        else:  # error feedback moves later columns; act-order permutes the groups
+            assert steps.mean() < 1.0 and steps.max() < 4.0
+            assert not (g_idx == np.arange(w.shape[1]) // GROUP).all()
+    dequantized = first_logits(out, tmp_path, method)
+    if method != "fp8":  # the 4-bit files also stay packed (W4A16; the CPU's linear_w4 reference) with equal logits
+        proc, logits = run_one_task(out, tmp_path, method + "_packed", ["--w4", "packed"])
+        assert proc.returncode == 0 and "8 LLM linears kept 4-bit on the device" in proc.stderr, proc.stderr
+        assert np.array_equal(logits_row(logits), dequantized)
+
+
+def held_out_logits(model, calibration, tmp_path, name):
+    """First-token logits [4, vocab] of the held-out tasks."""
+    logits = tmp_path / f"{name}_logits"
+    proc = subprocess.run([FOVEA_BIN, "run", "--model", str(model), "--input", str(calibration.parent / "held_out.jsonl"),
+                           "--output", str(tmp_path / f"{name}.jsonl"), "--backend", "cpu", "--max-tiles", "2",
+                           "--quiet", "--dump-logits", str(logits)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    index = json.loads((tmp_path / f"{name}_logits.json").read_text())
+    data = np.fromfile(tmp_path / f"{name}_logits.f32", dtype="<f4").reshape(-1, index["vocab"])
+    return np.stack([data[index["rows"][k]] for k in sorted(index["rows"])]).astype(np.float64)
+
+
+def mean_kl(reference, other):
+    def log_softmax(x):
+        x = x - x.max(axis=1, keepdims=True)
+        return x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+    p, q = log_softmax(reference), log_softmax(other)
+    return float((np.exp(p) * (p - q)).sum(axis=1).mean())
+
+
+def test_calibrated_methods_beat_round_to_nearest_on_held_out_prompts(demo_model, quantized, calibration, tmp_path):
+    # Random weights, 4 prompts the calibration did not see: the next-token KL to the dense model (measured:
+    # rtn 9.3e-5, awq 4.7e-5, gptq 4.9e-6).
+    dense = held_out_logits(demo_model, calibration, tmp_path, "dense")
+    kl = {m: mean_kl(dense, held_out_logits(quantized(m), calibration, tmp_path, m)) for m in ("rtn", "awq", "gptq")}
+    assert kl["gptq"] < 0.5 * kl["rtn"], kl
+    assert kl["awq"] < kl["rtn"], kl
+
+
+def test_bad_requests_fail_clearly(demo_model, tmp_path):
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "gptq"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "needs calibration data" in proc.stderr
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "rtn", "--group", "128"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "not a multiple of --group 128" in proc.stderr
+    (tmp_path / "calib").mkdir()
+    (tmp_path / "calib" / "notes.txt").write_text("not an image")
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                           "--method", "awq", "--group", "16", "--calib", str(tmp_path / "calib")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "1 of 1 calibration tasks failed" in proc.stderr
+    assert "notes.txt" in proc.stderr and "cannot identify image format" in proc.stderr
