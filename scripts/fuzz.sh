@@ -14,6 +14,6 @@ dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
 mkdir -p "$dir/fuzz-corpus/$target" "$dir/fuzz-artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-exec "$dir/fuzz/$target" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2560 -max_len=1048576 \
+exec "$dir/fuzz/$target" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2560 -max_len=1048576 \
   -print_final_stats=1 -artifact_prefix="$dir/fuzz-artifacts/$target-" "$@" \
   "$dir/fuzz-corpus/$target" "tests/fuzz/corpus/$target"

@@ -6,7 +6,7 @@
 #include "image/image_internal.h"
 
 namespace {
-fovea::image_internal::DecodedImage decode_any(const std::string& bytes, const fovea::ImageLimits& limits) {
+[[maybe_unused]] fovea::image_internal::DecodedImage decode_any(const std::string& bytes, const fovea::ImageLimits& limits) {
   fovea::image_internal::DecodedImage out;
   out.rgb = fovea::decode_image(bytes, limits, /*exif_transpose=*/true);
   return out;
@@ -16,8 +16,8 @@ fovea::image_internal::DecodedImage decode_any(const std::string& bytes, const f
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace fovea::image_internal;
   fovea::ImageLimits limits;
-  limits.max_pixels = 1 << 22;
-  limits.max_decode_cpu_seconds = 2;
+  limits.max_pixels = 1 << 20;
+  limits.max_decode_cpu_seconds = 1;
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   fovea::fuzz::expect_only_fovea_errors([&] {
     const DecodedImage image = FUZZ_DECODER(bytes, limits);
