@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "engine/service.h"
+#include "fetch/fetch.h"
+#include "fetch/prefetch.h"
 #include "jobs/request_pump.h"
 #include "server/media.h"
 #include "server/openai_api.h"
@@ -26,9 +28,13 @@ namespace {
 
 // One request as Python built it; a non-empty `error` fails it without reaching the engine (e.g. an unreadable
 // image file), so a bad input costs only its own result.
+// Images given as http(s):// or s3:// URLs arrive with empty bytes and their URL in `urls` (same slot); the
+// Batch downloads them ahead of the engine (fetch/prefetch.h) and a failed download fails only this job.
 struct Job {
   Request request;
   std::string error;
+  std::vector<std::string> urls;  // per image slot: "" or the URL to fetch
+  bool fetched = false;           // the URLs were resolved (make_request may run again for a retried job)
 };
 
 // Generated text may end inside a UTF-8 sequence (one byte-fallback token): replace, never raise.
@@ -64,12 +70,17 @@ void apply_messages(const std::string& messages_json, Job* job) {
 Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string>& labels, const std::string& prompt,
              const std::string& system, const std::string& messages_json, int max_tokens, float temperature,
              float top_p, uint64_t seed, const std::vector<std::string>& stop, int top_logprobs,
-             const std::vector<std::string>& answers, const std::string& tiling, int max_tiles,
+             const std::vector<std::string>& answers, const std::vector<std::string>& choices,
+             const std::string& tiling, int max_tiles,
              const std::string& error) {
   Job job;
   job.error = error;
-  for (size_t i = 0; i < images.size(); ++i)
-    job.request.images.push_back({std::string(images[i].c_str(), images[i].size()), i < labels.size() ? labels[i] : ""});
+  for (size_t i = 0; i < images.size(); ++i) {
+    const std::string label = i < labels.size() ? labels[i] : "";
+    const bool url = images[i].size() == 0 && is_fetch_url(label);
+    job.request.images.push_back({std::string(images[i].c_str(), images[i].size()), url ? redact_url(label) : label});
+    job.urls.push_back(url ? label : "");
+  }
   job.request.prompt = prompt;
   job.request.system = system;
   if (!messages_json.empty() && job.error.empty()) apply_messages(messages_json, &job);
@@ -81,6 +92,7 @@ Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string
   p.stop = stop;
   p.top_logprobs = top_logprobs;
   p.answers = answers;
+  p.choices = choices;
   job.request.tiling = parse_tiling(tiling);
   job.request.max_tiles = max_tiles;
   return job;
@@ -128,12 +140,51 @@ class Batch {
   size_t size() const { return jobs_.size(); }
 
  private:
+  // The first URL image of each job is downloaded ahead through the prefetcher (taken in job order); further
+  // URL images of the same job, rare, are fetched when the job is built.
+  static constexpr int kPrefetchWindow = 32, kFetchParallel = 8;
+
+  void resolve_urls(size_t i, Prefetcher& prefetcher) {
+    Job& job = jobs_[i];
+    job.fetched = true;
+    Prefetched first = prefetcher.take(i);
+    bool first_taken = false;
+    for (size_t k = 0; k < job.urls.size() && job.error.empty(); ++k) {
+      if (job.urls[k].empty()) continue;
+      std::string bytes;
+      if (!first_taken) {
+        first_taken = true;
+        job.error = first.error;
+        bytes = std::move(first.bytes);
+      } else {
+        try {
+          bytes = fetch_bytes(job.urls[k]);
+        } catch (const std::exception& e) {
+          job.error = e.what();
+        }
+      }
+      if (job.error.empty() && bytes.empty()) job.error = "empty image at " + redact_url(job.urls[k]);
+      job.request.images[k].bytes = std::move(bytes);
+    }
+  }
+
   void pump(int concurrency) {
+    std::vector<std::string> first_urls(jobs_.size());
+    for (size_t i = 0; i < jobs_.size(); ++i)
+      for (const std::string& url : jobs_[i].urls)
+        if (!url.empty() && jobs_[i].error.empty()) {
+          first_urls[i] = url;
+          break;
+        }
+    Prefetcher prefetcher(std::move(first_urls), FetchOptions{}, kPrefetchWindow, kFetchParallel);
     PumpCallbacks callbacks;
-    callbacks.make_request = [this](size_t i, Request* request, std::string* error) {
+    // The first call for job i comes in index order (a retry, after an engine failed, comes later): the URLs are
+    // resolved then, once. The request is copied, not moved, so that a retry finds it whole.
+    callbacks.make_request = [this, &prefetcher](size_t i, Request* request, std::string* error) {
+      if (!jobs_[i].fetched) resolve_urls(i, prefetcher);
       if (cancelled_) *error = "cancelled";
       else if (!jobs_[i].error.empty()) *error = jobs_[i].error;
-      else *request = std::move(jobs_[i].request);
+      else *request = jobs_[i].request;
       return error->empty();
     };
     callbacks.on_finished = [this](std::vector<FinishedRequest>& finished) { post(finished); };
@@ -169,7 +220,7 @@ class Batch {
   }
 
   // (index, text, tokens, logprobs [(token, text, logprob, [(token, text, logprob)])], answer_logprobs dict,
-  //  finish_reason, error, prompt_tokens, completion_tokens, ms)
+  //  finish_reason, error, prompt_tokens, completion_tokens, ms, choice_logprobs [one per choice])
   nb::tuple convert(const FinishedRequest& f) const {
     const RequestEvent& ev = f.final;
     nb::list tokens, logprobs;
@@ -183,9 +234,11 @@ class Batch {
     for (const auto& [answer, value] : ev.answer_logprobs) answers[utf8(answer)] = value;
     std::string error = ev.error;
     if (error.empty() && (ev.finish_reason == "error" || ev.finish_reason == "cancelled")) error = ev.finish_reason;
+    nb::list choices;
+    for (float value : ev.choice_logprobs) choices.append(value);
     return nb::make_tuple(f.index, utf8(f.text), tokens, logprobs, answers, ev.finish_reason,
                           error.empty() ? nb::none() : nb::object(utf8(error)), ev.prompt_tokens,
-                          ev.completion_tokens, ev.ms);
+                          ev.completion_tokens, ev.ms, choices);
   }
 
   std::shared_ptr<InferenceService> service_;
@@ -272,7 +325,7 @@ NB_MODULE(_fovea, m) {
   nb::class_<Job>(m, "Job");
   m.def("make_job", &make_job, nb::kw_only(), nb::arg("images"), nb::arg("labels"), nb::arg("prompt"),
         nb::arg("system"), nb::arg("messages_json"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_p"),
-        nb::arg("seed"), nb::arg("stop"), nb::arg("top_logprobs"), nb::arg("answers"), nb::arg("tiling"),
+        nb::arg("seed"), nb::arg("stop"), nb::arg("top_logprobs"), nb::arg("answers"), nb::arg("choices"), nb::arg("tiling"),
         nb::arg("max_tiles"), nb::arg("error"));
 
   nb::class_<Batch>(m, "Batch")

@@ -136,7 +136,7 @@ class Engine:
             messages_json=messages, max_tokens=request.max_tokens, temperature=request.temperature,
             top_p=request.top_p, seed=request.seed, stop=request.stop_list(),
             top_logprobs=0 if request.logprobs is None else max(1, request.logprobs),
-            answers=list(request.answers or ()), tiling=request.tiling or self.tiling,
+            answers=list(request.answers or ()), choices=list(request.choices or ()), tiling=request.tiling or self.tiling,
             max_tiles=request.max_tiles or self.max_tiles or 0, error=error)
 
 

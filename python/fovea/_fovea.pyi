@@ -26,10 +26,10 @@ class Job: ...
 
 def make_job(*, images: List[bytes], labels: List[str], prompt: str, system: str, messages_json: str,
              max_tokens: int, temperature: float, top_p: float, seed: int, stop: List[str], top_logprobs: int,
-             answers: List[str], tiling: str, max_tiles: int, error: str) -> Job: ...
+             answers: List[str], choices: List[str], tiling: str, max_tiles: int, error: str) -> Job: ...
 
 # (index, text, tokens, [(token, text, logprob, [(token, text, logprob)])], answer_logprobs, finish_reason, error,
-#  prompt_tokens, completion_tokens, ms)
+#  prompt_tokens, completion_tokens, ms, choice_logprobs)
 RawResult = Tuple[int, str, List[int], List[Tuple[int, str, float, List[Tuple[int, str, float]]]], Dict[str, float],
                   str, Optional[str], int, int, float]
 

@@ -8,11 +8,13 @@ import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-# A path (str or PathLike), the encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a PIL
-# image. Image URLs go in OpenAI-style `messages` (image_url parts).
+# A path (str or PathLike), an http://, https:// or s3://bucket/key URL (downloaded ahead of the engine with
+# retries; TLS roots from FOVEA_CA_BUNDLE, S3 keys and endpoint from the usual AWS_* variables or ~/.aws), the
+# encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a PIL image.
 ImageLike = Any
 
 TILINGS = ("official", "compact")
+URL_SCHEMES = ("http", "https", "s3")
 
 
 @dataclasses.dataclass
@@ -36,6 +38,9 @@ class Request:
     stop: Union[str, Sequence[str], None] = None
     logprobs: Optional[int] = None
     answers: Optional[Sequence[str]] = None
+    # The answer is the most likely of these (each scored over all its tokens as a continuation of the prompt);
+    # Result.choice_logprobs has every choice's total log-probability (vLLM's guided choice, scored exactly).
+    choices: Optional[Sequence[str]] = None
     tiling: Optional[str] = None
     max_tiles: Optional[int] = None
 
@@ -103,6 +108,7 @@ class Result:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     ms: float = 0.0
+    choice_logprobs: Dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -111,15 +117,17 @@ class Result:
 
 def make_result(raw: Tuple, request: Request) -> Result:
     """A Result from the native tuple (python/bindings.cc, Batch::convert)."""
-    index, text, tokens, logprobs, answers, finish_reason, error, prompt_tokens, completion_tokens, ms = raw
+    (index, text, tokens, logprobs, answers, finish_reason, error, prompt_tokens, completion_tokens, ms,
+     choices) = raw
     token_logprobs = None
     if request.logprobs is not None:
         token_logprobs = [TokenLogprob(token, token_text, value,
                                        [TokenLogprob(t, s, v) for t, s, v in top[:request.logprobs]])
                           for token, token_text, value, top in logprobs]
     answer_logprobs = {a: answers.get(a, -math.inf) for a in (request.answers or ())} if error is None else {}
+    choice_logprobs = dict(zip(request.choices or (), choices)) if error is None else {}
     return Result(index, text, tokens, token_logprobs, answer_logprobs, finish_reason, error, prompt_tokens,
-                  completion_tokens, ms)
+                  completion_tokens, ms, choice_logprobs)
 
 
 def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
@@ -127,6 +135,8 @@ def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
     engine decodes exactly. Raises OSError/TypeError/ValueError for this request's Result."""
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image), f"image #{number} (bytes)"
+    if isinstance(image, str) and image.split("://", 1)[0].lower() in URL_SCHEMES and "://" in image:
+        return b"", image  # the native Batch downloads it (empty bytes + the URL as label)
     if isinstance(image, (str, os.PathLike)):
         path = os.fspath(image)
         with open(path, "rb") as f:

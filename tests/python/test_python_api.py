@@ -189,7 +189,7 @@ def test_stream_and_asyncio_forms(llm, images):
         gathered = await llm.agenerate(requests)
         seen = [r async for r in llm.astream(requests)]
         start = time.monotonic()
-        slow = await llm.agenerate(noise_requests(4, seed=1))  # real work: images not seen before
+        slow = await llm.agenerate(noise_requests(16, seed=1))  # real work: images not seen before
         end = time.monotonic()
         task.cancel()
         return gathered, seen, slow, end - start, coverage(ticks, start, end)

@@ -68,23 +68,24 @@ def test_fp8_run_stays_close_to_the_unquantized_run(demo_model, tmp_path):
         assert not np.array_equal(rows[a], rows[b]), (a, b)
 
 
-# Request "a" alone, then in one job with louder batch-mates (other images and prompts, all admitted together):
-# with per-token scales (and unquantized) its first-token logits are bit-identical; the per-tensor activation
-# scale is taken over the whole step, so there they change.
+# Request "a" alone, then in one job with louder batch-mates (other images and prompts): with per-token scales
+# (and unquantized) its first-token logits are bit-identical. The per-tensor recipe's activation scale is taken
+# over the whole step, so its result depends on which rows share a's step; whether they do depends on scheduling
+# (an image's requests wait for a shared prefix another request computes), so it is not asserted here: the CPU
+# op test CpuFp8.PerTokenRecipesAreBatchInvariant shows that dependence on fixed inputs.
 def test_per_token_recipes_keep_a_request_independent_of_its_batch_mates(demo_model, tmp_path):
     alone = [{"id": "a", "image": "a.png", "colour": (120, 30, 200), "prompt": "Is there a bed?", "max_tokens": 1}]
     mates = [{"id": "b", "image": "b.png", "colour": (255, 255, 0), "size": (96, 64),
               "prompt": "Describe every object in this photo in great detail, please.", "max_tokens": 1},
              {"id": "c", "image": "c.png", "colour": (0, 0, 0), "prompt": "How many chairs?", "max_tokens": 1}]
-    for quantization, invariant in (("none", True), ("fp8-channel", True), ("fp8-block", True),
-                                    ("fp8-all", True), ("fp8-tensor", False)):
+    for quantization in ("none", "fp8-channel", "fp8-block", "fp8-all"):
         solo, solo_logits = run_tasks(demo_model, tmp_path, quantization + "_solo", alone,
                                       ["--quantization", quantization])
         mixed, mixed_logits = run_tasks(demo_model, tmp_path, quantization + "_mixed", mates[:1] + alone + mates[1:],
                                         ["--quantization", quantization])
         assert solo.returncode == 0 and mixed.returncode == 0, solo.stderr + mixed.stderr
         same = np.array_equal(row(solo_logits).view(np.int64), row(mixed_logits).view(np.int64))
-        assert same == invariant, quantization
+        assert same, quantization
 
 
 def test_unknown_quantization_is_refused(demo_model, tmp_path):

@@ -1,0 +1,62 @@
+"""The Python API with images behind URLs (https with a self-signed certificate, S3 through moto with SigV4
+checks, a 404) and with `choices`: a URL image answers exactly as the same file read from disk, a failed download
+fails only its own Result, and a choices request returns every choice's total log-probability with the most
+likely one as its text."""
+import json
+import math
+import shutil
+
+import pytest
+
+from test_fetch_remote import BUCKET, https_server, s3_server  # noqa: F401 (fixtures)
+
+fovea = pytest.importorskip("fovea")
+Image = pytest.importorskip("PIL.Image")
+
+
+@pytest.fixture(scope="module")
+def llm(demo_model):
+    with fovea.Engine(demo_model, backend="cpu", max_tiles=1, kv_blocks=512) as engine:
+        yield engine
+
+
+def test_url_images_through_the_python_api(llm, tmp_path, https_server, s3_server, monkeypatch):  # noqa: F811
+    base, www, cert = https_server
+    endpoint, s3, iam = s3_server
+    png = tmp_path / "img.png"
+    Image.new("RGB", (96, 64), (30, 160, 90)).save(png)
+    shutil.copy(png, www / "img.png")
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key="py/img.png", Body=png.read_bytes())
+    iam.create_user(UserName="py-reader")
+    creds = iam.create_access_key(UserName="py-reader")["AccessKey"]
+    iam.put_user_policy(UserName="py-reader", PolicyName="read", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    monkeypatch.setenv("FOVEA_CA_BUNDLE", str(cert))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+    images = [str(png), f"{base}/img.png", f"s3://{BUCKET}/py/img.png", f"{base}/missing.png"]
+    out = llm.generate([fovea.Request(image=i, prompt="What is it?", max_tokens=3, answers=["yes", "no"])
+                        for i in images])
+    local, https, s3_result, missing = out
+    assert local.error is None, local.error
+    for remote in (https, s3_result):
+        assert remote.error is None, remote.error
+        assert remote.tokens == local.tokens and remote.answer_logprobs == local.answer_logprobs
+    assert missing.error is not None and "missing.png" in missing.error and "404" in missing.error
+
+
+def test_choices_through_the_python_api(llm, tmp_path):
+    png = tmp_path / "c.png"
+    Image.new("RGB", (64, 64), (120, 20, 200)).save(png)
+    choices = ["yes", "no", "not visible"]
+    result, = llm.generate([fovea.Request(image=str(png), prompt="Is there a bed?", choices=choices)])
+    assert result.error is None, result.error
+    assert set(result.choice_logprobs) == set(choices)
+    assert all(math.isfinite(v) and v <= 0 for v in result.choice_logprobs.values())
+    assert result.text == max(choices, key=result.choice_logprobs.get)
