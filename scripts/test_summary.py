@@ -51,12 +51,13 @@ def main():
     run = sum(totals.values())
     print(f"  {'TOTAL':32s} {run:5d} run {totals['passed']:5d} passed {totals['failed']:3d} failed "
           f"{totals['skipped']:3d} skipped")
+    # Skips grouped by suite and reason (gtest writes "file:line" then the GTEST_SKIP() text; show the text).
+    groups = {}
     for suite, name, message in skipped:
-        # gtest writes "file:line" then the GTEST_SKIP() text; show the text.
         lines = [l for l in message.splitlines() if l.strip()]
-        reason = lines[-1] if lines else "(no reason given)"
-        print(f"  skipped: {suite}: {name}: {reason[:160]}")
-
+        groups.setdefault((suite, lines[-1][:160] if lines else "(no reason given)"), []).append(name)
+    for (suite, reason), names in groups.items():
+        print(f"  skipped {len(names):3d} in {suite} ({names[0]}{', ...' if len(names) > 1 else ''}): {reason}")
 
 if __name__ == "__main__":
     main()
