@@ -67,7 +67,11 @@ class LocalServer : public ::testing::Test {
       ex.respond(503, "text/plain", "down");
     } else if (path.rfind("/slow", 0) == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      // Done before the reply leaves: a client that got it may start its next fetch before this handler would
+      // otherwise have counted itself out, which read as one download too many.
+      --active_;
       ex.respond(200, "image/png", image_);
+      return;
     } else {
       ex.respond(404, "text/plain", "no");
     }
