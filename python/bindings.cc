@@ -318,6 +318,7 @@ NB_MODULE(_fovea, m) {
       .def_rw("max_image_pixels", &EngineConfig::max_image_pixels)
       .def_rw("cuda_graphs", &EngineConfig::cuda_graphs)
       .def_rw("vit_graphs", &EngineConfig::vit_graphs)
+      .def_rw("batch_invariant", &EngineConfig::batch_invariant)
       .def_rw("gpu_normalize", &EngineConfig::gpu_normalize)
       .def_rw("quantization", &EngineConfig::quantization)
       .def_rw("w4", &EngineConfig::w4);

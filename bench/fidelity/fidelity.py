@@ -8,11 +8,13 @@ token's distribution, top-1 agreement, plus greedy 16-token sequence agreement a
     python3 bench/fidelity/fidelity.py tasks --out W [--count 520]          # tasks.jsonl + images in W
     python3 bench/fidelity/fidelity.py reference --model M --work W [--dtype float32|bfloat16] [--device cpu|cuda]
     python3 bench/fidelity/fidelity.py fovea --bin FOVEA --model M --work W --mode cpu|cuda|fp8|w4 [-- extra args]
+    python3 bench/fidelity/fidelity.py invariance --bin FOVEA --model M --work W --mode fp8 --name NAME [-- extra]
     python3 bench/fidelity/fidelity.py compare --work W --modes cpu,cuda,... [--out RESULTS.md]
 
 `reference` needs torch + transformers (`name` = ref-float32 / ref-bfloat16); `fovea` runs
 `fovea run --dump-logits` (mode = the Fovea options: cpu = --backend cpu; cuda = --backend cuda (bf16);
-fp8 = cuda + --quantization fp8; w4 / w4-cpu = cuda / cpu on a 4-bit checkpoint given as --model). Every run writes
+fp8, fp8-tensor, fp8-channel, fp8-block = cuda + --quantization of that name, and -cpu for the CPU's scalar
+reference of each; w4 / w4-cpu = cuda / cpu on a 4-bit checkpoint given as --model). Every run writes
 W/<name>.logits.npy (float32 [tasks, vocab], task order) and W/<name>.tokens.json.
 """
 import argparse
@@ -31,9 +33,11 @@ import prompts  # noqa: E402
 import smollm2_prompts as P  # noqa: E402
 
 NEW_TOKENS = 16
-MODES = {"cpu": ["--backend", "cpu"], "cuda": ["--backend", "cuda"],
-         "fp8": ["--backend", "cuda", "--quantization", "fp8"], "w4": ["--backend", "cuda"],
+MODES = {"cpu": ["--backend", "cpu"], "cuda": ["--backend", "cuda"], "w4": ["--backend", "cuda"],
          "w4-cpu": ["--backend", "cpu"]}
+for recipe in ("fp8", "fp8-tensor", "fp8-channel", "fp8-block"):  # fp8 = the default recipe
+    MODES[recipe] = ["--backend", "cuda", "--quantization", recipe]
+    MODES[recipe + "-cpu"] = ["--backend", "cpu", "--quantization", recipe]  # the scalar reference of each
 
 
 def load_tasks(work):
@@ -43,7 +47,7 @@ def load_tasks(work):
 
 def cmd_tasks(args):
     os.makedirs(args.out, exist_ok=True)
-    tasks = prompts.make_tasks(args.count)
+    tasks = prompts.make_tasks(args.count, seed=args.seed)
     if args.limit:
         tasks = tasks[:args.limit]
     with open(os.path.join(args.out, "tasks.json"), "w", encoding="utf-8") as f:
@@ -66,23 +70,45 @@ def cmd_reference(args):
     from transformers import AutoTokenizer, InternVLForConditionalGeneration
     dtype = getattr(torch, args.dtype)
     tok = AutoTokenizer.from_pretrained(args.model)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
     model = InternVLForConditionalGeneration.from_pretrained(args.model, dtype=dtype).to(args.device).eval()
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [eos])
     tasks = load_tasks(args.work)
-    logits, tokens, start = [], [], time.time()
-    for n, (task_id, system, prompt, image) in enumerate(tasks):
-        text = P.prompt_text(tok, system, prompt, image is not None)
-        ids = tok(text, return_tensors="pt").input_ids.to(args.device)
-        inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-        if image is not None:
-            inputs["pixel_values"] = torch.from_numpy(P.pixel_values(image)).to(args.device, dtype)
+    logits, tokens, start = [None] * len(tasks), [None] * len(tasks), time.time()
+    # Batches of one kind (text-only or one image each), left-padded: the batch changes the float32 reference by
+    # rounding only (the attention mask keeps the padding out), and cuts the GPU machine's time by the batch size.
+    order = sorted(range(len(tasks)), key=lambda n: tasks[n][3] is not None)
+    batches, current = [], []
+    for n in order:
+        if current and (len(current) == args.batch or (tasks[current[0]][3] is None) != (tasks[n][3] is None)):
+            batches.append(current)
+            current = []
+        current.append(n)
+    batches.append(current)
+    for b, batch in enumerate(batches):
+        texts = [P.prompt_text(tok, tasks[n][1], tasks[n][2], tasks[n][3] is not None) for n in batch]
+        enc = tok(texts, return_tensors="pt", padding=True)
+        inputs = {"input_ids": enc.input_ids.to(args.device), "attention_mask": enc.attention_mask.to(args.device)}
+        images = [tasks[n][3] for n in batch if tasks[n][3] is not None]
+        if images:
+            pixels = np.concatenate([P.pixel_values(i) for i in images])
+            inputs["pixel_values"] = torch.from_numpy(pixels).to(args.device, dtype)
         with torch.no_grad():
             out = model.generate(**inputs, max_new_tokens=NEW_TOKENS, do_sample=False, output_logits=True,
-                                 return_dict_in_generate=True)
-        logits.append(out.logits[0][0].float().cpu().numpy())
-        tokens.append(out.sequences[0, ids.shape[1]:].tolist())
-        if n % 50 == 0:
-            print(f"reference {n}/{len(tasks)}", file=sys.stderr, flush=True)
-    save(args.work, "ref-" + args.dtype, logits, tokens, time.time() - start)
+                                 return_dict_in_generate=True, pad_token_id=tok.pad_token_id)
+        first = out.logits[0].float().cpu().numpy()
+        for row, n in enumerate(batch):
+            seq = out.sequences[row, enc.input_ids.shape[1]:].tolist()
+            for i, t in enumerate(seq):  # generate pads a finished row: keep up to its EOS, as alone
+                if t in eos:
+                    seq = seq[:i + 1]
+                    break
+            logits[n], tokens[n] = first[row], seq
+        print(f"reference batch {b + 1}/{len(batches)}", file=sys.stderr, flush=True)
+    save(args.work, "ref-" + args.dtype + args.suffix, logits, tokens, time.time() - start)
 
 
 def cmd_fovea(args):
@@ -106,6 +132,44 @@ def cmd_fovea(args):
         sys.exit(f"{len(failed)} tasks failed, e.g. {failed[:3]}: {results[failed[0]]['error']}")
     save(args.work, name, [rows[index["rows"][t[0]]] for t in tasks], [results[t[0]]["tokens"] for t in tasks],
          seconds)
+
+
+def cmd_invariance(args):
+    """Whether a request's first token depends on its batch-mates: the first --count tasks (one new token each)
+    run alone (--concurrency 1: one request per step) and all at once in reverse order; per task, the first
+    token and the first-token logits (bit for bit) are compared."""
+    tasks = load_tasks(args.work)[:args.count]
+    work = os.path.join(args.work, "invariance")
+    os.makedirs(work, exist_ok=True)
+    runs = {}
+    for tag, order, concurrency in (("alone", tasks, 1), ("batched", tasks[::-1], len(tasks))):
+        path = os.path.join(work, "tasks-" + tag + ".jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            for task_id, system, prompt, image in order:
+                f.write(json.dumps(P.task_line(task_id, system, prompt, image, args.work, 1), ensure_ascii=False) + "\n")
+        out, dump = os.path.join(work, args.name + "-" + tag + ".jsonl"), os.path.join(work, args.name + "-" + tag)
+        for stale in (out, dump + ".f32", dump + ".json"):
+            if os.path.exists(stale):
+                os.remove(stale)
+        subprocess.run([args.bin, "run", "--model", args.model, "--input", path, "--output", out, "--dump-logits", dump,
+                        "--quiet", "--concurrency", str(concurrency)] + MODES[args.mode] + args.extra, check=True)
+        with open(dump + ".json") as f:
+            index = json.load(f)
+        rows = np.fromfile(dump + ".f32", dtype="<f4").reshape(-1, index["vocab"])
+        results = {r["id"]: r for r in map(json.loads, open(out, encoding="utf-8"))}
+        runs[tag] = ([results[t[0]]["tokens"][0] for t in tasks], np.stack([rows[index["rows"][t[0]]] for t in tasks]))
+    (tok_a, log_a), (tok_b, log_b) = runs["alone"], runs["batched"]
+    same_rows = int(sum(np.array_equal(x, y) for x, y in zip(log_a, log_b)))
+    row = {"mode": args.mode, "extra": " ".join(args.extra), "tasks": len(tasks),
+           "first_tokens_equal": int(sum(a == b for a, b in zip(tok_a, tok_b))), "logits_bit_identical": same_rows,
+           "max_abs_diff": float(np.abs(log_a - log_b).max())}
+    summary = os.path.join(args.work, "invariance.json")
+    table = json.load(open(summary)) if os.path.exists(summary) else {}
+    table[args.name] = row
+    with open(summary, "w") as f:
+        json.dump(table, f, indent=1)
+    print(f"invariance {args.name}: first tokens {row['first_tokens_equal']}/{len(tasks)}, logits bit-identical "
+          f"{same_rows}/{len(tasks)}, max |diff| {row['max_abs_diff']:.4g}")
 
 
 def log_softmax(x):
@@ -163,11 +227,14 @@ def main():
     t.add_argument("--out", required=True)
     t.add_argument("--count", type=int, default=520)
     t.add_argument("--limit", type=int, default=0, help="keep only the first N (a quick subset)")
+    t.add_argument("--seed", type=int, default=7, help="another seed gives another set (calibration data)")
     r = sub.add_parser("reference")
     r.add_argument("--model", required=True)
     r.add_argument("--work", required=True)
     r.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     r.add_argument("--device", default="cpu")
+    r.add_argument("--batch", type=int, default=1, help="prompts per generate() call (left-padded)")
+    r.add_argument("--suffix", default="", help="appended to the run's name (ref-<dtype><suffix>)")
     fv = sub.add_parser("fovea")
     fv.add_argument("--bin", required=True)
     fv.add_argument("--model", required=True)
@@ -175,13 +242,22 @@ def main():
     fv.add_argument("--mode", required=True, choices=sorted(MODES))
     fv.add_argument("--name", default="")
     fv.add_argument("extra", nargs="*", help="more fovea run options (after --)")
+    iv = sub.add_parser("invariance")
+    iv.add_argument("--bin", required=True)
+    iv.add_argument("--model", required=True)
+    iv.add_argument("--work", required=True)
+    iv.add_argument("--mode", required=True, choices=sorted(MODES))
+    iv.add_argument("--name", required=True)
+    iv.add_argument("--count", type=int, default=128)
+    iv.add_argument("extra", nargs="*", help="more fovea run options (after --)")
     c = sub.add_parser("compare")
     c.add_argument("--work", required=True)
     c.add_argument("--modes", required=True)
     c.add_argument("--reference", default="ref-float32")
     c.add_argument("--out", default="")
     args = ap.parse_args()
-    {"tasks": cmd_tasks, "reference": cmd_reference, "fovea": cmd_fovea, "compare": cmd_compare}[args.cmd](args)
+    {"tasks": cmd_tasks, "reference": cmd_reference, "fovea": cmd_fovea, "invariance": cmd_invariance,
+     "compare": cmd_compare}[args.cmd](args)
 
 
 if __name__ == "__main__":

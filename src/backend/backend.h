@@ -180,6 +180,14 @@ class Backend {
   virtual int graph_end() { return -1; }  // a handle for graph_launch
   virtual void graph_launch(int handle) {}
   virtual void graph_release(int handle) {}
+
+  // ---- optional: batch invariance ----
+  // On: every op gives each row (token, sequence) the same bits whatever else shares the call, so a request's
+  // outputs do not depend on its batch-mates (kernels and algorithms chosen by the op's own shape only, never by
+  // M, the step's longest query or its sequence count). Costs speed where the fastest choice depends on the batch.
+  // The CPU reference is batch-invariant already (each output row sums in one fixed order): the default does
+  // nothing.
+  virtual void set_batch_invariant(bool on) { (void)on; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

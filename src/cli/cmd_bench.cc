@@ -65,6 +65,7 @@ const char* kUsage =
     "    fp8-all: fp8 for the ViT's linears too)\n"
     "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "  --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -89,7 +90,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--w4", "--decode-reps", "--questions", "--first-tokens",
+                     "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--decode-reps", "--questions", "--first-tokens",
                      "--no-prefix-cache", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -111,6 +112,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");

@@ -40,6 +40,7 @@ const char* kUsage =
     "    fp8-all: fp8 for the ViT's linears too)\n"
     "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "  --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
     "Running the same command again resumes: ids already in the output are skipped (--retry-failed: except\n"
@@ -61,7 +62,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4",
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4", "--batch-invariant",
                      "--dump-logits", "--fetch-timeout", "--fetch-retries", "--fetch-parallel", "--prefetch",
                      "--ca-file", "--s3-endpoint", "--max-image-bytes", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
@@ -76,6 +77,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   c.engine.vit_graphs = args.has("--vit-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
   c.input = args.get("--input");
   c.images = args.get("--images");

@@ -41,6 +41,7 @@ const char* kUsage =
     "           fp8-all: fp8 for the ViT's linears too)\n"
     "         --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "           (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "         --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
 struct UsageError {
@@ -62,7 +63,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--gpus", "--replicas", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -74,6 +75,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
   c.engine.gpu_normalize = !args.has("--cpu-normalize");
   c.engine.quantization = args.get("--quantization", "none");
+  c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");

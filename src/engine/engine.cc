@@ -277,7 +277,8 @@ void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std
 // Runs the request's callback on the scheduler thread (the only caller of deliver); a throwing callback is the caller's
 // bug and must not take the engine down, so its exception is dropped.
 void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
-  // Stats first: whoever waits for this final event (drain, a test) must see the blocks it just released.
+  // Stats first: whoever waits for this final event (drain, a test, a caller reading stats() in its callback) must see
+  // the blocks it just released and the request counted as finished or failed.
   if (event.finished) publish_stats();
   std::shared_ptr<RequestCallback> callback;
   {
@@ -285,6 +286,13 @@ void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
     const auto it = callbacks.find(id);
     if (it == callbacks.end()) return;
     callback = it->second;
+    if (event.finished) {
+      if (event.error.empty() || event.finish_reason == "cancelled") {
+        ++stats.requests_finished;  // cancelled at shutdown: not the request's failure
+      } else {
+        ++stats.requests_failed;
+      }
+    }
   }
   try {
     if (*callback) (*callback)(event);
@@ -294,13 +302,6 @@ void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     callbacks.erase(id);
-    if (event.error.empty()) {
-      ++stats.requests_finished;
-    } else if (event.finish_reason == "cancelled") {
-      ++stats.requests_finished;  // cancelled at shutdown: not the request's failure
-    } else {
-      ++stats.requests_failed;
-    }
   }
   all_done.notify_all();
 }

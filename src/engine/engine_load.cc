@@ -120,6 +120,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   // resolves "all" and lists into one engine per index.
   const int device = gpu_index(config.gpus);
   std::unique_ptr<Backend> backend = make_backend(config.backend, device);
+  backend->set_batch_invariant(config.batch_invariant);  // before any GEMM picks its algorithm
   const bool gpu = backend->device() == Device::CUDA;
   // A step cannot be interrupted, and the CPU reference spends seconds on a thousand prompt tokens: shorter
   // steps there let a cancel (a client that went away) take effect within one (13 official tiles still fit).

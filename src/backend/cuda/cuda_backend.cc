@@ -218,6 +218,13 @@ uint8_t* CudaBackend::fp8_activation_buffer(size_t bytes) {
   return fp8_activation_;
 }
 
+void CudaBackend::set_batch_invariant(bool on) {
+  batch_invariant_ = on;
+  skinny_gemm_ = !on && skinny_device_.usable();
+  gemm_->set_batch_invariant(on);
+  if (fp8_gemm_) fp8_gemm_->set_batch_invariant(on);
+}
+
 std::string CudaBackend::profile_report() { return profiler_ ? profiler_->report() : std::string(); }
 
 void CudaBackend::graph_release(int handle) {

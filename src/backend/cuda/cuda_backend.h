@@ -78,6 +78,8 @@ class CudaBackend final : public Backend {
 
   bool supports_graphs() const override { return true; }
   void graph_begin() override;
+  // Pinned GEMM algorithms, no skinny or fused-W4 kernels, one attention kernel without split-KV (backend.h).
+  void set_batch_invariant(bool on) override;
   int graph_end() override;
   void graph_launch(int handle) override;
   void graph_release(int handle) override;
@@ -95,6 +97,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
   bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
+  bool batch_invariant_ = false;
   bool skinny_gemm_ = false;   // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM)
   std::vector<SkinnyWeightShape> skinny_shapes_;  // the weight shapes it takes; empty: every supported one
   SkinnyGemmDevice skinny_device_;  // found at construction (when skinny_gemm_); unusable before sm_90

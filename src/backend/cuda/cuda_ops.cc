@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quantize_fp8.h"
 #include "backend/w4_layout.h"
@@ -36,17 +37,6 @@ void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char* what)
   FOVEA_CHECK(t.numel() == numel, what, ": shape ", shape_str(t.shape), ", expected ", numel, " elements");
 }
 
-// The row stride of the 1x128 activation block scales: padded to 4 (TransformerEngine's layout), or exactly M
-// with FOVEA_FP8_BLOCK_SCALE_LD=exact (PyTorch's _scaled_mm checks that one): which of the two cuBLASLt reads
-// when M is not a multiple of 4 is the device A/B's question (bench/kernels/fp8_recipes_device.sh).
-int64_t block_scale_ld(int64_t m) {
-  static const bool exact = [] {
-    const char* v = std::getenv("FOVEA_FP8_BLOCK_SCALE_LD");
-    return v != nullptr && std::string(v) == "exact";
-  }();
-  return exact ? m : fp8_activation_scale_ld(m);
-}
-
 }  // namespace
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) {
@@ -73,7 +63,11 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
 }
 
-// The activation's codes, then (Channel, Block) its scales 256 bytes further on, in one buffer.
+// The activation's codes, then (Channel, Block) its scales 256 bytes further on, in one buffer. Block scales: on
+// the H200 (cuBLASLt 13) every VEC128 x BLK128x128 algorithm refused M % 4 != 0 (status 15, session 6's device
+// run), so the GEMM runs on M rounded up to 4: the padding rows' codes and scales are zeroed (their outputs are 0
+// and never read), the product goes to a scratch [M4, N] after the scales and its first M rows are copied to y.
+// Each output row depends only on its own input row, so the padding changes no real row.
 void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                                     const Tensor& bias, Tensor& y, Activation act) {
   FOVEA_CHECK(w8.rank() == 2, "linear_fp8: weight shape ", shape_str(w8.shape));
@@ -85,12 +79,20 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
   FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_fp8 output") == m, "linear_fp8: output ", shape_str(y.shape),
               " for input ", shape_str(x.shape));
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
-  const int64_t group = scaling == Fp8Scaling::Block ? kFp8Block : k;
-  const size_t codes_bytes = (size_t(m) * size_t(k) + 255) / 256 * 256;
-  const int64_t scale_ld = scaling == Fp8Scaling::Block ? block_scale_ld(m) : m;
-  const size_t scale_floats = scaling == Fp8Scaling::Tensor ? 0 : size_t(scale_ld) * size_t((k + group - 1) / group);
-  uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_floats * sizeof(float));
-  if (!fp8_gemm_) fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
+  const bool block = scaling == Fp8Scaling::Block;
+  const int64_t group = block ? kFp8Block : k;
+  const int64_t m_gemm = block ? fp8_activation_scale_ld(m) : m;  // rows the GEMM sees
+  const bool padded = m_gemm != m;
+  const auto round256 = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t codes_bytes = round256(size_t(m_gemm) * size_t(k));
+  const int64_t groups = (k + group - 1) / group;
+  const size_t scale_bytes = scaling == Fp8Scaling::Tensor ? 0 : round256(size_t(m_gemm) * size_t(groups) * 4);
+  const size_t y_bytes = padded ? size_t(m_gemm) * size_t(n) * sizeof(bf16) : 0;
+  uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_bytes + y_bytes);
+  if (!fp8_gemm_) {
+    fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
+    fp8_gemm_->set_batch_invariant(batch_invariant_);
+  }
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
     return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue),
@@ -101,18 +103,27 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
     launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
   } else {
     auto* scales = reinterpret_cast<float*>(activation + codes_bytes);
-    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, scale_ld, stream_);
+    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, m_gemm, stream_);
+    if (padded) {  // scales are [groups, m_gemm], token-contiguous: zero each group's padding tokens
+      FOVEA_CUDA_CHECK(cudaMemsetAsync(activation + size_t(m) * size_t(k), 0, size_t(m_gemm - m) * size_t(k), stream_));
+      FOVEA_CUDA_CHECK(cudaMemset2DAsync(scales + m, size_t(m_gemm) * sizeof(float), 0,
+                                         size_t(m_gemm - m) * sizeof(float), size_t(groups), stream_));
+    }
     x_scale = scales;
   }
   const auto* codes = static_cast<const uint8_t*>(w8.data);
   const auto* w_scales = static_cast<const float*>(w_scale.data);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
-  if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, mbf(y), int(m), int(n), int(k), epilogue,
+  bf16* out = padded ? reinterpret_cast<bf16*>(activation + codes_bytes + scale_bytes) : mbf(y);
+  if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, out, int(m_gemm), int(n), int(k), epilogue,
                       scaling)) {  // no fused epilogue with these scale modes: the GEMM, then the epilogue
-    fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, mbf(y), int(m), int(n), int(k), GemmEpilogue::None,
-                   scaling);
-    launch_fp8_epilogue(mbf(y), bias_ptr, m, n, act == Activation::Gelu, stream_);
+    fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, out, int(m_gemm), int(n), int(k),
+                   GemmEpilogue::None, scaling);
+    launch_fp8_epilogue(out, bias_ptr, m_gemm, n, act == Activation::Gelu, stream_);
   }
+  if (padded)
+    FOVEA_CUDA_CHECK(cudaMemcpyAsync(mbf(y), out, size_t(m) * size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice,
+                                     stream_));
 }
 
 // W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the
@@ -137,7 +148,8 @@ void CudaBackend::linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bi
   auto* scratch = static_cast<unsigned char*>(workspace.data);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   const bool x_aligned = (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
-  if (w4_fused_enabled() && w4_fused_supported(m, n, k, w.group, x_aligned)) {
+  // The fused kernel serves small M only: with batch invariance on, every M takes the dequantize + GEMM path.
+  if (!batch_invariant_ && w4_fused_enabled() && w4_fused_supported(m, n, k, w.group, x_aligned)) {
     const int splits = w4_fused_splits(n, k, w4_sm_count(device_index_));
     OpScope scope(profiler_.get(), OpCategory::Gemm,
                   [&] { return str("linear_w4 M=", m, " N=", n, " K=", k, " fused S=", splits); });
@@ -372,6 +384,7 @@ void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& 
   args.num_blocks = cache.k.dim(0);
   args.workspace = attention_workspace_;
   args.workspace_bytes = attention_workspace_bytes_;
+  args.batch_invariant = batch_invariant_;
   OpScope scope(profiler_.get(), OpCategory::Attention, [&] { return str("paged_attention ", batch.max_q_len == 1 ? "decode" : "prefill", " seqs=", seqs); });
   launch_paged_attention(args, stream_);
 }

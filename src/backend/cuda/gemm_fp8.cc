@@ -1,5 +1,7 @@
 #include "backend/cuda/gemm_fp8.h"
 
+#include <cstdio>
+
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 
@@ -57,6 +59,7 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
                                                       sizeof(fast_accumulate)));
     set_scale_modes(plan, o.scaling);
     set_pointers(plan, o);
+    if (invariant_ && use_pinned(plan, o)) return plans_.emplace(key, plan).first->second;
     constexpr int kCandidates = 8;
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
     const auto results = heuristic_candidates(handle_, plan, workspace_bytes_,
@@ -79,11 +82,44 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
                 fp8_scaling_name(o.scaling), " scales) M=", o.m, " N=", o.n, " K=", o.k, " (last status ", int(last),
                 ")");
     plan.algo = results[chosen].algo;
+    if (invariant_)
+      std::fprintf(stderr, "fovea: batch-invariant: no shared FP8 GEMM algorithm for M=%d N=%d K=%d (%s scales, "
+                   "%s): these rows may depend on their batch\n", o.m, o.n, o.k, fp8_scaling_name(o.scaling),
+                   gemm_epilogue_name(o.epilogue));
   } catch (...) {
     destroy_plan(plan);
     throw;
   }
   return plans_.emplace(key, plan).first->second;
+}
+
+bool LtFp8Gemm::use_pinned(LtPlan& plan, const Operands& o) {
+  const auto key = std::make_tuple(o.n, o.k, int(o.epilogue), int(o.scaling));
+  auto it = pinned_.find(key);
+  if (it == pinned_.end()) {
+    LtPlan reference;
+    try {
+      init_tn_plan(reference, CUDA_R_8F_E4M3, kInvariantRows, o.n, o.k, o.n, o.epilogue);
+      const int8_t fast_accumulate = 0;
+      FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(reference.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                                        &fast_accumulate, sizeof(fast_accumulate)));
+      set_scale_modes(reference, o.scaling);
+      set_pointers(reference, o);
+      cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+      const auto found =
+          heuristic_candidates(handle_, reference, workspace_bytes_, kInvariantAlignment, 1, status);
+      destroy_plan(reference);
+      if (found.empty()) return false;
+      it = pinned_.emplace(key, found[0].algo).first;
+    } catch (...) {
+      destroy_plan(reference);
+      throw;
+    }
+  }
+  if (!algo_fits(handle_, plan, it->second, workspace_bytes_)) return false;
+  if (!stream_is_capturing(stream_) && launch(plan, o, it->second) != CUBLAS_STATUS_SUCCESS) return false;
+  plan.algo = it->second;
+  return true;
 }
 
 void LtFp8Gemm::set_pointers(LtPlan& plan, const Operands& o) {

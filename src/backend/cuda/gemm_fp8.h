@@ -39,6 +39,9 @@ class LtFp8Gemm {
   bool run(const uint8_t* x8, const uint8_t* w8, const float* x_scale, const float* w_scale,
            const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n, int k, GemmEpilogue epilogue,
            Fp8Scaling scaling = Fp8Scaling::Tensor);
+  // One algorithm per (N, K, epilogue, scaling) for every M (gemm_lt.h, kInvariantRows); switch before the first
+  // GEMM.
+  void set_batch_invariant(bool on) { invariant_ = on; }
 
  private:
   struct Operands {
@@ -51,6 +54,8 @@ class LtFp8Gemm {
     Fp8Scaling scaling;
   };
   LtPlan& plan_for(const Operands& o);
+  // Batch-invariant mode: the pinned algorithm, if cuBLASLt runs it on these operands (tried outside a capture).
+  bool use_pinned(LtPlan& plan, const Operands& o);
   static void set_pointers(LtPlan& plan, const Operands& o);
   cublasStatus_t launch(const LtPlan& plan, const Operands& o, const cublasLtMatmulAlgo_t& algo);
 
@@ -60,7 +65,9 @@ class LtFp8Gemm {
   size_t workspace_bytes_;
   using Key = std::tuple<int, int, int, int, int>;  // m, n, k, epilogue, scaling
   std::map<Key, LtPlan> plans_;
-  std::set<Key> refused_;  // fused epilogues cuBLASLt had no algorithm for (vector scales only)
+  std::set<Key> refused_;
+  bool invariant_ = false;
+  std::map<std::tuple<int, int, int, int>, cublasLtMatmulAlgo_t> pinned_;  // n, k, epilogue, scaling  // fused epilogues cuBLASLt had no algorithm for (vector scales only)
 };
 
 }  // namespace fovea::cuda

@@ -137,6 +137,31 @@ std::vector<cublasLtMatmulHeuristicResult_t> heuristic_candidates(cublasLtHandle
   return results;
 }
 
+bool algo_fits(cublasLtHandle_t handle, const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes) {
+  cublasLtMatmulHeuristicResult_t result{};
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoCheck(handle, plan.op, plan.a, plan.b, plan.c, plan.c, &algo, &result);
+  return status == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_bytes;
+}
+
+const cublasLtMatmulAlgo_t& LtGemm::pinned_algo(const Operands& o) {
+  const auto key = std::make_tuple(o.n, o.k, int(o.epilogue), o.ldy);
+  auto it = pinned_.find(key);
+  if (it != pinned_.end()) return it->second;
+  LtPlan reference;
+  try {
+    init_tn_plan(reference, CUDA_R_16BF, kInvariantRows, o.n, o.k, o.ldy, o.epilogue);
+    Operands shape = o;
+    shape.m = kInvariantRows;
+    const auto found = candidates(reference, shape, kInvariantAlignment, 1);
+    destroy_plan(reference);
+    return pinned_.emplace(key, found[0].algo).first->second;
+  } catch (...) {
+    destroy_plan(reference);
+    throw;
+  }
+}
+
 std::vector<cublasLtMatmulHeuristicResult_t> LtGemm::candidates(const Plan& plan, const Operands& o,
                                                                 unsigned alignment, int count) {
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
@@ -207,10 +232,20 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
   Plan plan;
   try {
     init_tn_plan(plan, CUDA_R_16BF, o.m, o.n, o.k, o.ldy, o.epilogue);
+    if (invariant_ && alignment >= kInvariantAlignment) {
+      const cublasLtMatmulAlgo_t& algo = pinned_algo(o);
+      if (algo_fits(handle_, plan, algo, workspace_bytes_)) {
+        plan.algo = algo;
+        return plans_.emplace(key, plan).first->second;
+      }
+    }
+    if (invariant_)
+      std::fprintf(stderr, "fovea: batch-invariant: no shared GEMM algorithm for M=%d N=%d K=%d %s (alignment %u): "
+                   "these rows may depend on their batch\n", o.m, o.n, o.k, gemm_epilogue_name(o.epilogue), alignment);
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
-    const bool tune = tuning_.enabled && o.m <= tuning_.max_rows && !capturing;
+    const bool tune = tuning_.enabled && !invariant_ && o.m <= tuning_.max_rows && !capturing;
     const auto found = candidates(plan, o, alignment, tune ? std::max(1, tuning_.candidates) : 1);
     plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
     if (tuning_.log && tuning_.enabled && o.m <= tuning_.max_rows && capturing)

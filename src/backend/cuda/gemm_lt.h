@@ -63,6 +63,14 @@ void init_tn_plan(LtPlan& plan, cudaDataType_t ab_type, int m, int n, int k, int
 std::vector<cublasLtMatmulHeuristicResult_t> heuristic_candidates(cublasLtHandle_t handle, const LtPlan& plan,
                                                                   size_t workspace_bytes, unsigned alignment,
                                                                   int count, cublasStatus_t& status);
+// Batch-invariant mode (Backend::set_batch_invariant): one algorithm per (N, K, epilogue, output stride), the
+// heuristic's first pick for kInvariantRows rows asked with 16-byte operands, is used for every M. A fixed
+// algorithm (tile shape, split-K count) sums each output element in the same order whatever M is, so a row's
+// bits no longer depend on the other rows of the call; without it the heuristic's pick (and the tuned pick) change
+// with M. algo_fits: whether cuBLASLt accepts `algo` for `plan`'s shapes within the workspace.
+inline constexpr int kInvariantRows = 256;
+inline constexpr unsigned kInvariantAlignment = 16;
+bool algo_fits(cublasLtHandle_t handle, const LtPlan& plan, const cublasLtMatmulAlgo_t& algo, size_t workspace_bytes);
 // The largest power of two up to 256 dividing every non-null address (cuBLASLt's alignment preferences).
 unsigned common_alignment(std::initializer_list<const void*> ptrs);
 bool stream_is_capturing(cudaStream_t stream);
@@ -81,6 +89,8 @@ class LtGemm {
   void prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
                int n, int k, GemmEpilogue epilogue);
   size_t workspace_bytes() const { return workspace_bytes_; }
+  // See kInvariantRows. Plans made before the switch keep their algorithms: switch before the first GEMM.
+  void set_batch_invariant(bool on) { invariant_ = on; }
   // Shared with LtFp8Gemm, which runs on the same stream.
   cublasLtHandle_t handle() const { return handle_; }
   void* workspace() const { return workspace_; }
@@ -96,6 +106,8 @@ class LtGemm {
   using Plan = LtPlan;
   using Key = std::tuple<int, int, int, int, unsigned, int>;
   Plan& plan_for(const Operands& o);
+  // The algorithm every M of this (N, K, epilogue, ldy) uses in batch-invariant mode (made on first use).
+  const cublasLtMatmulAlgo_t& pinned_algo(const Operands& o);
   std::vector<cublasLtMatmulHeuristicResult_t> candidates(const Plan& plan, const Operands& o, unsigned alignment,
                                                           int count);
   // Index of the fastest candidate on the real operands (0 when none could be timed).
@@ -111,6 +123,8 @@ class LtGemm {
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   std::map<Key, Plan> plans_;
+  bool invariant_ = false;
+  std::map<std::tuple<int, int, int, int>, cublasLtMatmulAlgo_t> pinned_;  // n, k, epilogue, ldy
   double tuning_ms_ = 0;  // host time spent tuning, reported in the log lines
   __nv_bfloat16* scratch_ = nullptr;  // aligned output rows for unaligned N
   size_t scratch_elements_ = 0;

@@ -73,6 +73,9 @@ struct PagedAttentionArgs {
   int64_t num_blocks;  // of the cache, to keep bad block-table entries from reading out of bounds
   float* workspace = nullptr;  // for split-KV decode partial results; may be null (no splitting)
   size_t workspace_bytes = 0;
+  // One kernel for every step (the prefill mma.sync tiles, no split-KV): which kernel and how many splits
+  // otherwise follow the step's longest query and sequence count, and so does each row's summation order.
+  bool batch_invariant = false;
 };
 // Raises the attention kernels' shared-memory limits; called once at backend construction, so that no such
 // call happens while a graph is being recorded.
