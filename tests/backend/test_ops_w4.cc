@@ -96,6 +96,9 @@ TEST_P(OpsW4Test, LinearW4MatchesTheReference) {
       {512, 1024, 16},   // fused, a group per 16-column step
       {128, 96, 32},     // K not a multiple of 128: dequantize + cuBLASLt at every M
       {64, 176, 16},     // the demo's down projection (a short 16-column chunk)
+      {1536, 576, 64},   // SmolLM2-135M's gate / up (K = 576 = 4.5 x 128)
+      {576, 1536, 32},   // its down projection
+      {192, 576, 64},    // its k / v projections
   };
   for (const Shape3& s : shapes) {
     for (bool act_order : {false, true}) {
