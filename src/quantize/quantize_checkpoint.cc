@@ -157,8 +157,13 @@ class Quantizer {
   int linears_ = 0;
 };
 
+// The ViT's and the projector's linears, in the original layout (vision_model., mlp1.) and in transformers'
+// -hf one ([model.]vision_tower., [model.]multi_modal_projector.).
 bool is_vision_linear(const SafetensorsSet& set, const std::string& name) {
-  const bool vision = name.rfind("vision_model.", 0) == 0 || name.rfind("mlp1.", 0) == 0;
+  bool vision = false;
+  for (const char* prefix : {"vision_model.", "mlp1.", "vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                             "model.multi_modal_projector."})
+    vision = vision || name.rfind(prefix, 0) == 0;
   const std::string suffix = ".weight";
   return vision && name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
          set.get(name).rank() == 2;
@@ -267,7 +272,13 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& opt, const QuantizePr
   const fs::path out(opt.out_dir);
   copy_side_files(opt.model_dir, out);
   write_safetensors((out / "model.safetensors").string(), q.output(), {{"format", "pt"}});
-  summary.config_source = write_quantized_config(opt, fs::path(opt.model_dir) / "config.json", out / "config.json");
+  // The LLM's decoder layers ("model.language_model.layers", "language_model.model.layers"): GPTQ loaders
+  // quantize the linears of these blocks only.
+  const std::string& first = layers.at(0).by_input[0].at(0);
+  const size_t at = first.find(".layers.");
+  const std::string blocks = at == std::string::npos ? std::string() : first.substr(0, at + 7);
+  summary.config_source =
+      write_quantized_config(opt, fs::path(opt.model_dir) / "config.json", out / "config.json", blocks);
   summary.linears = q.linears();
   progress(total, total, "done");
   return summary;

@@ -15,8 +15,9 @@
 
 namespace fovea {
 
-// Writes `out` = `in` with the quantization_config; returns how the loader describes the result.
+// Writes `out` = `in` with the quantization_config; returns how the loader describes the result. `llm_blocks`:
+// the decoder layers' module path ("model.language_model.layers"), GPTQ's block_name_to_quantize.
 std::string write_quantized_config(const QuantizeOptions& opt, const std::filesystem::path& in,
-                                   const std::filesystem::path& out);
+                                   const std::filesystem::path& out, const std::string& llm_blocks);
 
 }  // namespace fovea

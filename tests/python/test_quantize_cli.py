@@ -180,3 +180,58 @@ def test_bad_requests_fail_clearly(demo_model, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "1 of 1 calibration tasks failed" in proc.stderr
     assert "notes.txt" in proc.stderr and "cannot identify image format" in proc.stderr
+
+
+HF_GOLDEN = str(ROOT / "tests" / "data" / "golden" / "qwen2" / "hf")  # -hf names: vision_tower, multi_modal_projector
+
+
+def test_hf_checkpoint_names_its_dense_modules_in_its_own_layout(tmp_path):
+    """An -hf checkpoint's ViT and projector stay dense, and the config says so in names a loader of that layout
+    matches: FP8's compressed-tensors `ignore` regexes cover every dense linear left (transformers took the ViT's
+    linears for quantized ones with missing scales when only the original layout's names were listed), and GPTQ's
+    block_name_to_quantize is the decoder's layers, where every packed weight lives."""
+    import re
+    for method in ("fp8", "rtn"):
+        out = tmp_path / method
+        proc = subprocess.run([FOVEA_BIN, "quantize", "--model", HF_GOLDEN, "--out", str(out), "--method", method,
+                               "--group", "8"], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        config = json.loads((out / "config.json").read_text())["quantization_config"]
+        names = list(make_w4_checkpoint.read_safetensors(str(out / "model.safetensors"))[0])
+        dense = [n[:-len(".weight")] for n in names if n.endswith(".weight") and
+                 ("vision_tower" in n or "multi_modal_projector" in n) and ("linear" in n or "proj" in n or "fc" in n)]
+        assert dense, "the golden -hf checkpoint has vision linears"
+        if method == "fp8":
+            patterns = [re.compile(p[3:]) for p in config["ignore"] if p.startswith("re:")]
+            unmatched = [n for n in dense if not any(p.match(n) for p in patterns)]
+            assert not unmatched, unmatched
+            assert not [n for n in names if n.endswith("weight_scale") and n[:-len(".weight_scale")] in dense]
+        else:
+            blocks = config["block_name_to_quantize"]
+            packed = [n for n in names if n.endswith(".qweight")]
+            assert packed and all(n.startswith(blocks + ".") for n in packed), (blocks, packed[:3])
+
+
+def test_fp8_checkpoint_of_the_trained_model_loads_in_transformers(tmp_path):
+    """The trained-weights model quantized to FP8 (compressed-tensors) loads in transformers with every tensor
+    accounted for and answers the factual question as the unquantized model does. Needs torch, transformers,
+    compressed-tensors and a converted SmolLM2 checkpoint (FOVEA_SMOLLM2); skipped otherwise (CI has no torch)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("compressed_tensors")
+    model = os.environ.get("FOVEA_SMOLLM2", "")
+    if not os.path.isdir(model):
+        pytest.skip("FOVEA_SMOLLM2 is not set to a converted SmolLM2 checkpoint")
+    out = tmp_path / "fp8"
+    proc = subprocess.run([FOVEA_BIN, "quantize", "--model", model, "--out", str(out), "--method", "fp8"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    sys.path.insert(0, str(ROOT / "python"))
+    import smollm2_prompts as P
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    loaded, info = transformers.InternVLForConditionalGeneration.from_pretrained(
+        str(out), dtype=torch.bfloat16, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    ids = tok(P.prompt_text(tok, None, "What is the capital of France?", False), return_tensors="pt").input_ids
+    answer = loaded.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False)
+    assert "Paris" in tok.decode(answer[0, ids.shape[1]:])

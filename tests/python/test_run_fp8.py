@@ -88,6 +88,21 @@ def test_per_token_recipes_keep_a_request_independent_of_its_batch_mates(demo_mo
         assert same, quantization
 
 
+def test_batch_invariant_switch_changes_nothing_on_the_cpu(demo_model, tmp_path):
+    """--batch-invariant pins the CUDA kernels' choices (test_ops' InvariantOpsTest and the H200 runs check it);
+    the CPU reference is batch-invariant already, so there the switch is accepted and leaves every bit as it was."""
+    tasks = [{"id": "a", "image": "a.png", "colour": (120, 30, 200), "prompt": "Is there a bed?", "max_tokens": 1},
+             {"id": "b", "image": "b.png", "colour": (0, 90, 0), "prompt": "How many chairs?", "max_tokens": 1}]
+    for quantization in ("none", "fp8"):
+        plain, plain_logits = run_tasks(demo_model, tmp_path, quantization + "_plain", tasks,
+                                        ["--quantization", quantization])
+        pinned, pinned_logits = run_tasks(demo_model, tmp_path, quantization + "_pinned", tasks,
+                                          ["--quantization", quantization, "--batch-invariant"])
+        assert plain.returncode == 0 and pinned.returncode == 0, plain.stderr + pinned.stderr
+        for task_id in ("a", "b"):
+            assert np.array_equal(row(plain_logits, task_id).view(np.int64), row(pinned_logits, task_id).view(np.int64))
+
+
 def test_unknown_quantization_is_refused(demo_model, tmp_path):
     proc, _ = run(demo_model, tmp_path, "bad", "int3")
     assert proc.returncode != 0
