@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/service.h"
+#include "engine/stats_json.h"
 #include "fetch/fetch.h"
 #include "fetch/prefetch.h"
 #include "jobs/request_pump.h"
@@ -263,21 +264,8 @@ class EngineHandle {
   }
   std::string model_name() { return live()->model_name(); }
   std::string token_text(int32_t token) { return live()->token_text(token); }
-  nb::dict stats() {
-    const EngineStats s = live()->stats();
-    nb::dict d;
-    d["requests_submitted"] = s.requests_submitted;
-    d["requests_finished"] = s.requests_finished;
-    d["requests_failed"] = s.requests_failed;
-    d["prompt_tokens"] = s.prompt_tokens;
-    d["completion_tokens"] = s.completion_tokens;
-    d["prefix_cache_hit_tokens"] = s.prefix_cache_hit_tokens;
-    d["vision_cache_hits"] = s.vision_cache_hits;
-    d["vision_cache_misses"] = s.vision_cache_misses;
-    d["queue_depth"] = s.queue_depth;
-    d["running"] = s.running;
-    return d;
-  }
+  // Every EngineStats field as JSON text (engine/stats_json.h); fovea.Engine.stats() parses it.
+  std::string stats_json_text() { return stats_json(live()->stats()).dump(); }
   // Finishes what is in flight and frees the model; Batches still alive keep the engine until they end.
   void close() {
     std::shared_ptr<InferenceService> service = std::move(service_);
@@ -339,6 +327,6 @@ NB_MODULE(_fovea, m) {
       .def("submit", &EngineHandle::submit, nb::arg("jobs"), nb::arg("concurrency"), nb::rv_policy::take_ownership)
       .def("model_name", &EngineHandle::model_name)
       .def("token_text", &EngineHandle::token_text)
-      .def("stats", &EngineHandle::stats)
+      .def("stats_json", &EngineHandle::stats_json_text)
       .def("close", &EngineHandle::close);
 }

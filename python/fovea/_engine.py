@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -51,8 +52,10 @@ class Engine:
         return self._handle.model_name()
 
     def stats(self) -> dict:
-        """Engine counters: requests, tokens, cache hits, queue depth."""
-        return self._handle.stats()
+        """Engine counters: requests, tokens (prompt, computed, reused from the prefix cache), cache hits, queue
+        depth, KV blocks, time per stage, health; behind a data-parallel dispatcher each engine's own under
+        "engines"."""
+        return json.loads(self._handle.stats_json())
 
     def close(self) -> None:
         """Waits for requests in flight and frees the model."""

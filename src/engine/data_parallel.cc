@@ -221,6 +221,9 @@ EngineStats DataParallelService::stats() const {
     total.prompt_tokens += s.prompt_tokens;
     total.completion_tokens += s.completion_tokens;
     total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
+    total.prefill_tokens += s.prefill_tokens;
+    total.inflight_prefix_waits += s.inflight_prefix_waits;
+    total.inflight_prefix_hit_tokens += s.inflight_prefix_hit_tokens;
     total.vision_cache_hits += s.vision_cache_hits;
     total.vision_cache_misses += s.vision_cache_misses;
     total.queue_depth += s.queue_depth;

@@ -214,3 +214,20 @@ def test_engine_arguments(tmp_path):
         fovea.Engine(tmp_path, backend="cpu", kv_blokcs=4)
     with pytest.raises(ValueError):
         fovea.Engine(tmp_path, backend="tpu")
+
+
+def test_stats_report_every_counter_and_each_replica(demo_model, images):
+    """Engine.stats() carries every EngineStats field (engine/stats_json.h), and behind the data-parallel
+    dispatcher each engine's own counters, which add up to the totals."""
+    requests = [fovea.Request(image=str(path), prompt=PROMPT, max_tokens=2) for path in images[:6]]
+    with fovea.Engine(demo_model, replicas=2, **ENGINE_OPTIONS) as llm:
+        results = llm.generate(requests)
+        stats = llm.stats()
+    assert all(r.error is None for r in results)
+    assert stats["requests_finished"] == 6 and stats["requests_failed"] == 0
+    assert stats["prompt_tokens"] == stats["prefill_tokens"] + stats["prefix_cache_hit_tokens"] > 0
+    assert stats["completion_tokens"] == 12 and stats["kv_blocks_total"] > 0 and stats["kv_blocks_used"] == 0
+    assert stats["failed"] is False and stats["llm_ms"] > 0
+    assert [e["engine"] for e in stats["engines"]] == ["cpu#0", "cpu#1"]
+    for key in ("requests_finished", "prompt_tokens", "prefill_tokens", "completion_tokens"):
+        assert sum(e[key] for e in stats["engines"]) == stats[key], key

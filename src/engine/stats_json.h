@@ -1,0 +1,12 @@
+// EngineStats as one JSON object, every field (and each engine's own under "engines", behind a data-parallel
+// dispatcher): what the Python API's Engine.stats() returns, so that a field added to EngineStats reaches it here.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "fovea/options.h"
+
+namespace fovea {
+
+nlohmann::ordered_json stats_json(const EngineStats& s);
+
+}  // namespace fovea
