@@ -92,7 +92,10 @@ std::string stream_events(const openai::Completion& c, const openai::ChatRequest
   if (!ev.error.empty() || ev.finish_reason == "cancelled") {
     sse += http::sse_event(openai::dump(openai::error_json(openai::engine_error(ev))));
   } else {
-    sse += http::sse_event(openai::dump(openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json())));
+    Json finish = openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json());
+    // As in the whole reply: with guided_choice/choices, every choice's total log-prob on the finish chunk.
+    if (!ev.choice_logprobs.empty()) finish["choices"][0]["choice_logprobs"] = ev.choice_logprobs;
+    sse += http::sse_event(openai::dump(finish));
     if (chat.include_usage)
       sse += http::sse_event(openai::dump(openai::usage_chunk_json(c, acc.prompt_tokens, acc.completion_tokens)));
   }

@@ -179,6 +179,17 @@ TEST_F(ApiServerTest, GuidedChoiceReturnsEveryChoicesLogprob) {
   EXPECT_EQ(j["choices"][0]["choice_logprobs"], Json::array({-1.0, -2.0}));  // the fake's: -1, -2, ...
   ASSERT_EQ(service_->requests.size(), 1u);
   EXPECT_EQ(service_->requests[0].params.choices, (std::vector<std::string>{"yes", "no"}));
+  // Streamed: the finish chunk carries them.
+  c.send_request("POST", "/v1/chat/completions", chat_body(1, true, R"(,"guided_choice":["yes","no"])"));
+  const Response s = c.read_response();
+  ASSERT_EQ(s.status, 200);
+  Json finish;
+  for (size_t pos = 0; (pos = s.head.body.find("data: {", pos)) != std::string::npos; pos += 6) {
+    const Json e = Json::parse(s.head.body.substr(pos + 6, s.head.body.find("\n\n", pos) - pos - 6));
+    if (!e["choices"].empty() && !e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0];
+  }
+  ASSERT_TRUE(finish.is_object()) << s.head.body;
+  EXPECT_EQ(finish["choice_logprobs"], Json::array({-1.0, -2.0}));
 }
 
 TEST_F(ApiServerTest, StreamsServerSentEvents) {
