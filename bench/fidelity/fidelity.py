@@ -35,7 +35,7 @@ import smollm2_prompts as P  # noqa: E402
 NEW_TOKENS = 16
 MODES = {"cpu": ["--backend", "cpu"], "cuda": ["--backend", "cuda"], "w4": ["--backend", "cuda"],
          "w4-cpu": ["--backend", "cpu"]}
-for recipe in ("fp8", "fp8-tensor", "fp8-channel", "fp8-block"):  # fp8 = the default recipe
+for recipe in ("fp8", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-channel-act128"):  # fp8: the default
     MODES[recipe] = ["--backend", "cuda", "--quantization", recipe]
     MODES[recipe + "-cpu"] = ["--backend", "cpu", "--quantization", recipe]  # the scalar reference of each
 

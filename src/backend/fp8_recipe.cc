@@ -12,7 +12,8 @@ namespace fovea {
 Shape fp8_weight_scale_shape(Fp8Scaling scaling, int64_t n, int64_t k) {
   switch (scaling) {
     case Fp8Scaling::Tensor: return {1};
-    case Fp8Scaling::Channel: return {n};
+    case Fp8Scaling::Channel:
+    case Fp8Scaling::ChannelAct128: return {n};
     case Fp8Scaling::Block: return {fp8_blocks(n), fp8_block_scale_ld(k)};
   }
   FOVEA_FAIL("unknown FP8 scaling ", int(scaling));
@@ -23,6 +24,7 @@ const char* fp8_scaling_name(Fp8Scaling scaling) {
     case Fp8Scaling::Tensor: return "tensor";
     case Fp8Scaling::Channel: return "channel";
     case Fp8Scaling::Block: return "block";
+    case Fp8Scaling::ChannelAct128: return "channel-act128";
   }
   return "?";
 }
@@ -62,6 +64,7 @@ Fp8HostWeight quantize_fp8_weight(const Tensor& w, Fp8Scaling scaling) {
   switch (scaling) {
     case Fp8Scaling::Tensor: scales[0] = quantize_e4m3(w.ptr<float>(), w.numel(), q.codes.ptr<uint8_t>()); break;
     case Fp8Scaling::Channel:
+    case Fp8Scaling::ChannelAct128:
       quantize_e4m3_blocks(w.ptr<float>(), n, k, 1, k, q.codes.ptr<uint8_t>(), scales, 1);
       break;
     case Fp8Scaling::Block:

@@ -57,6 +57,7 @@ void apply_quantization(const std::string& name, RunnerOptions& opts) {
                                     {"fp8-tensor", false, Fp8Scaling::Tensor},
                                     {"fp8-channel", false, Fp8Scaling::Channel},
                                     {"fp8-block", false, Fp8Scaling::Block},
+                                    {"fp8-channel-act128", false, Fp8Scaling::ChannelAct128},
                                     {"fp8-all", true, Fp8Scaling::Channel}};
   if (name == "none") return;
   for (const Choice& c : kChoices)
@@ -68,7 +69,8 @@ void apply_quantization(const std::string& name, RunnerOptions& opts) {
       opts.fp8_scaling = c.scaling;
       return;
     }
-  FOVEA_FAIL("unknown quantization '", name, "' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-all)");
+  FOVEA_FAIL("unknown quantization '", name,
+             "' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-channel-act128, fp8-all)");
 }
 
 // EngineConfig::w4 -> whether a 4-bit checkpoint's LLM linears stay packed (no effect on dense checkpoints).

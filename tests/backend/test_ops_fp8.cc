@@ -51,7 +51,7 @@ TEST_F(OpsTest, LinearFp8Recipes) {
   struct Case {
     int m, k, n;
   };
-  for (Fp8Scaling scaling : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
+  for (Fp8Scaling scaling : {Fp8Scaling::Channel, Fp8Scaling::Block, Fp8Scaling::ChannelAct128}) {
     for (Case c : {Case{1, 128, 96}, Case{7, 256, 200}, Case{64, 1024, 256}, Case{300, 256, 1024}, Case{33, 4096, 64},
                    Case{5, 576, 960}, Case{17, 1536, 576}, Case{40, 64, 136}}) {
       const Fp8HostWeight q = quantize_fp8_weight(random_host({c.n, c.k}, -0.1f, 0.1f), scaling);
@@ -182,11 +182,11 @@ TEST(CpuFp8, ChannelAndBlockMatchTheirDefinitions) {
   const int64_t m = 6, k = 320, n = 136;
   const Tensor x = random_matrix(rng, m, k, 3.f), w = random_matrix(rng, n, k, 0.2f);
   Tensor bias = random_matrix(rng, 1, n, 1.f).view({n});
-  for (Fp8Scaling scaling : {Fp8Scaling::Channel, Fp8Scaling::Block}) {
+  for (Fp8Scaling scaling : {Fp8Scaling::Channel, Fp8Scaling::Block, Fp8Scaling::ChannelAct128}) {
     const Fp8HostWeight q = quantize_fp8_weight(w, scaling);
     Tensor y = Tensor::host(DType::F32, {m, n});
     cpu->linear_fp8_scaled(x, q.codes, q.scale, scaling, bias, y);
-    const int64_t group = scaling == Fp8Scaling::Channel ? k : 128;
+    const int64_t group = scaling == Fp8Scaling::Channel ? k : 128;  // the activation's groups
     double worst = 0;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) {
@@ -194,8 +194,8 @@ TEST(CpuFp8, ChannelAndBlockMatchTheirDefinitions) {
         for (int64_t g0 = 0; g0 < k; g0 += group) {
           const int64_t cols = std::min(group, k - g0);
           const float sx = group_scale(x.ptr<float>() + r * k + g0, k, 1, cols);
-          const float sw = scaling == Fp8Scaling::Channel ? q.scale.ptr<float>()[c]
-                                                          : q.scale.ptr<float>()[(c / 128) * 4 + g0 / 128];
+          const float sw = scaling == Fp8Scaling::Block ? q.scale.ptr<float>()[(c / 128) * 4 + g0 / 128]
+                                                        : q.scale.ptr<float>()[c];
           double acc = 0;
           for (int64_t i = g0; i < g0 + cols; ++i)
             acc += double(e4m3_to_f32(f32_to_e4m3(x.ptr<float>()[r * k + i] / sx))) *
@@ -218,7 +218,8 @@ TEST(CpuFp8, PerTokenRecipesAreBatchInvariant) {
   Tensor x = random_matrix(rng, m, k, 1.f);
   x.ptr<float>()[7 * k + 5] = 300.f;  // a loud batch-mate
   const Tensor w = random_matrix(rng, n, k, 0.2f);
-  for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Channel, Fp8Scaling::Block}) {
+  for (Fp8Scaling scaling :
+       {Fp8Scaling::Tensor, Fp8Scaling::Channel, Fp8Scaling::Block, Fp8Scaling::ChannelAct128}) {
     const Fp8HostWeight q = quantize_fp8_weight(w, scaling);
     Tensor batch = Tensor::host(DType::F32, {m, n});
     cpu->linear_fp8_scaled(x, q.codes, q.scale, scaling, Tensor{}, batch);

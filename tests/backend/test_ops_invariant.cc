@@ -28,19 +28,21 @@ class InvariantOpsTest : public OpsTest {
   }
 };
 
-enum class Kind { Bf16, Fp8Channel, Fp8Block };
+enum class Kind { Bf16, Fp8Channel, Fp8Block, Fp8ChannelAct128 };
 
 TEST_F(InvariantOpsTest, LinearRowsDoNotDependOnTheirBatch) {
   struct Case {
     int k, n;
   };
   constexpr int kRows = 300;
-  for (Kind kind : {Kind::Bf16, Kind::Fp8Channel, Kind::Fp8Block}) {
+  for (Kind kind : {Kind::Bf16, Kind::Fp8Channel, Kind::Fp8Block, Kind::Fp8ChannelAct128}) {
     for (Case c : {Case{576, 1536}, Case{1536, 576}, Case{576, 192}, Case{4096, 6144}}) {
       const Tensor x_host = random_host({kRows, c.k}, -2.f, 2.f);
       const Tensor w_host = random_host({c.n, c.k}, -0.1f, 0.1f);
       Twin bias = twin(random_host({c.n}), 'w');
-      const Fp8Scaling scaling = kind == Kind::Fp8Block ? Fp8Scaling::Block : Fp8Scaling::Channel;
+      const Fp8Scaling scaling = kind == Kind::Fp8Block           ? Fp8Scaling::Block
+                                 : kind == Kind::Fp8ChannelAct128 ? Fp8Scaling::ChannelAct128
+                                                                  : Fp8Scaling::Channel;
       Fp8HostWeight q;
       Twin w, w8, ws;
       if (kind == Kind::Bf16) {

@@ -54,7 +54,7 @@ def row(logits, task_id="a"):
 
 def test_fp8_run_stays_close_to_the_unquantized_run(demo_model, tmp_path):
     runs = {q: run(demo_model, tmp_path, q, q) for q in
-            ("none", "fp8", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-all")}
+            ("none", "fp8", "fp8-tensor", "fp8-channel", "fp8-block", "fp8-channel-act128", "fp8-all")}
     for proc, _ in runs.values():
         assert proc.returncode == 0, proc.stderr
     rows = {q: row(logits) for q, (_, logits) in runs.items()}
@@ -64,7 +64,8 @@ def test_fp8_run_stays_close_to_the_unquantized_run(demo_model, tmp_path):
         rel = np.linalg.norm(plain - quantized) / np.linalg.norm(plain)
         assert 0 < rel < 0.08, (name, rel)
     assert np.array_equal(rows["fp8"], rows["fp8-channel"])  # the default recipe
-    for a, b in (("fp8-tensor", "fp8-channel"), ("fp8-channel", "fp8-block"), ("fp8", "fp8-all")):
+    for a, b in (("fp8-tensor", "fp8-channel"), ("fp8-channel", "fp8-block"), ("fp8-block", "fp8-channel-act128"),
+                 ("fp8-channel", "fp8-channel-act128"), ("fp8", "fp8-all")):
         assert not np.array_equal(rows[a], rows[b]), (a, b)
 
 
@@ -78,7 +79,7 @@ def test_per_token_recipes_keep_a_request_independent_of_its_batch_mates(demo_mo
     mates = [{"id": "b", "image": "b.png", "colour": (255, 255, 0), "size": (96, 64),
               "prompt": "Describe every object in this photo in great detail, please.", "max_tokens": 1},
              {"id": "c", "image": "c.png", "colour": (0, 0, 0), "prompt": "How many chairs?", "max_tokens": 1}]
-    for quantization in ("none", "fp8-channel", "fp8-block", "fp8-all"):
+    for quantization in ("none", "fp8-channel", "fp8-block", "fp8-channel-act128", "fp8-all"):
         solo, solo_logits = run_tasks(demo_model, tmp_path, quantization + "_solo", alone,
                                       ["--quantization", quantization])
         mixed, mixed_logits = run_tasks(demo_model, tmp_path, quantization + "_mixed", mates[:1] + alone + mates[1:],
@@ -106,7 +107,7 @@ def test_batch_invariant_switch_changes_nothing_on_the_cpu(demo_model, tmp_path)
 def test_unknown_quantization_is_refused(demo_model, tmp_path):
     proc, _ = run(demo_model, tmp_path, "bad", "int3")
     assert proc.returncode != 0
-    assert "unknown quantization 'int3' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-all)" in proc.stderr
+    assert "unknown quantization 'int3' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-channel-act128, fp8-all)" in proc.stderr
 
 
 def test_bench_reports_fp8_and_measures_its_peak_in_fp8(demo_model, tmp_path):

@@ -2,7 +2,9 @@
 // quantized to E4M3 with the recipe's dynamic scales exactly as the CUDA kernels quantize it (core/dtype.h,
 // backend/fp8_recipe.h), the E4M3 values are multiplied in float32, and the scales applied to the float32 sums
 // the way cuBLASLt applies them: per tensor and per channel after the whole sum, per 128-block to each block's
-// partial sum. Every output row depends on its input row alone except with Fp8Scaling::Tensor.
+// partial sum (ChannelAct128: the activation's block scales to the partial sums, the channel scale after the
+// whole sum, as the CUDA path does). Every output row depends on its input row alone except with
+// Fp8Scaling::Tensor.
 #include <algorithm>
 #include <vector>
 
@@ -19,7 +21,7 @@ std::vector<float> e4m3_values(const uint8_t* codes, int64_t n) {
   return v;
 }
 
-// out[M,N] = sum over 128-column blocks kb of (xq[:, kb] · wq[:, kb]^T) * sx[m][kb] * sw[n/128][kb].
+// out[M,N] = sum over 128-column blocks kb of (xq[:, kb] · wq[:, kb]^T) * sx[m][kb] * sw[n/128][kb]; sw null: 1.
 void block_scaled_gemm(const std::vector<float>& xq, const float* sx, const std::vector<float>& wq, const float* sw,
                        int64_t M, int64_t N, int64_t K, float* out) {
   const int64_t blocks = fp8_blocks(K), ld = fp8_block_scale_ld(K);
@@ -34,7 +36,8 @@ void block_scaled_gemm(const std::vector<float>& xq, const float* sx, const std:
     cpu::gemm_nt(xs.data(), ws.data(), nullptr, part.data(), M, N, width, Activation::None);
     for (int64_t r = 0; r < M; ++r)
       for (int64_t c = 0; c < N; ++c)
-        out[r * N + c] += part[size_t(r * N + c)] * (sx[r * blocks + kb] * sw[(c / kFp8Block) * ld + kb]);
+        out[r * N + c] += part[size_t(r * N + c)] * (sw ? sx[r * blocks + kb] * sw[(c / kFp8Block) * ld + kb]
+                                                        : sx[r * blocks + kb]);
   }
 }
 
@@ -62,17 +65,21 @@ void CpuBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tens
   const std::vector<float> wq = e4m3_values(w8.ptr<uint8_t>(), N * K);
   const float* sw = w_scale.ptr<float>();
   float* out = y.ptr<float>();
-  std::vector<float> sx;  // Tensor: [1]; Channel: [M]; Block: [M, ceil(K/128)]
+  std::vector<float> sx;  // Tensor: [1]; Channel: [M]; Block, ChannelAct128: [M, ceil(K/128)]
   if (scaling == Fp8Scaling::Tensor) {
     sx.assign(1, quantize_e4m3(x.ptr<float>(), M * K, x_codes.data()));
   } else {
-    const int64_t group = scaling == Fp8Scaling::Channel ? K : kFp8Block, groups = (K + group - 1) / group;
+    const int64_t group = fp8_activation_blocks(scaling) ? kFp8Block : K, groups = (K + group - 1) / group;
     sx.resize(size_t(M * groups));
     quantize_e4m3_blocks(x.ptr<float>(), M, K, 1, group, x_codes.data(), sx.data(), groups);
   }
   const std::vector<float> xq = e4m3_values(x_codes.data(), M * K);
   if (scaling == Fp8Scaling::Block) {
     block_scaled_gemm(xq, sx.data(), wq, sw, M, N, K, out);
+  } else if (scaling == Fp8Scaling::ChannelAct128) {
+    block_scaled_gemm(xq, sx.data(), wq, nullptr, M, N, K, out);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < N; ++c) out[r * N + c] *= sw[c];
   } else {
     cpu::gemm_nt(xq.data(), wq.data(), nullptr, out, M, N, K, Activation::None);
     for (int64_t r = 0; r < M; ++r)

@@ -87,6 +87,7 @@ CudaBackend::~CudaBackend() {
   if (fp8_activation_) cudaFree(fp8_activation_);
   for (void* old : fp8_retired_) cudaFree(old);
   if (fp8_stats_) cudaFree(fp8_stats_);
+  if (fp8_ones_) cudaFree(fp8_ones_);
   stager_.reset();  // after the sync: queued copies may still read its pinned memory
   if (error_flag_) cudaFree(error_flag_);
   if (attention_workspace_) cudaFree(attention_workspace_);
@@ -223,6 +224,21 @@ void CudaBackend::set_batch_invariant(bool on) {
   skinny_gemm_ = !on && skinny_device_.usable();
   gemm_->set_batch_invariant(on);
   if (fp8_gemm_) fp8_gemm_->set_batch_invariant(on);
+}
+
+const float* CudaBackend::fp8_unit_scales(size_t count) {
+  if (count <= fp8_ones_count_) return fp8_ones_;
+  FOVEA_CHECK(!stream_is_capturing(stream_), "linear_fp8: ", count,
+              " unit scales exceed the buffer while a graph is recorded (run the shape once before recording it)");
+  if (fp8_ones_) fp8_retired_.push_back(fp8_ones_);
+  fp8_ones_ = nullptr;
+  const size_t grown = std::max(count, size_t(1) << 16);
+  FOVEA_CUDA_CHECK(cudaMalloc(&fp8_ones_, grown * sizeof(float)));
+  const std::vector<float> ones(grown, 1.f);
+  FOVEA_CUDA_CHECK(cudaMemcpyAsync(fp8_ones_, ones.data(), grown * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `ones` dies here
+  fp8_ones_count_ = grown;
+  return fp8_ones_;
 }
 
 std::string CudaBackend::profile_report() { return profiler_ ? profiler_->report() : std::string(); }

@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
   // linear_fp8_scaled's buffer for the quantized activation and its per-token / per-block scales, at least
   // `bytes` (and the per-tensor stats floats); grows only outside graph captures.
   uint8_t* fp8_activation_buffer(size_t bytes);
+  // At least `count` floats of 1.0 on the device: the weight block scales of Fp8Scaling::ChannelAct128's block GEMM
+  // (any layout of ones is the same ones). Grown outside graph captures only; old buffers kept for recorded graphs.
+  const float* fp8_unit_scales(size_t count);
 
   int device_index_;
   cudaStream_t stream_ = nullptr;
@@ -113,6 +116,8 @@ class CudaBackend final : public Backend {
   size_t fp8_activation_bytes_ = 0;
   std::vector<void*> fp8_retired_;
   float* fp8_stats_ = nullptr;
+  float* fp8_ones_ = nullptr;
+  size_t fp8_ones_count_ = 0;
   std::unique_ptr<HostStager> stager_;  // pinned staging of upload(), allocated once
   std::vector<cudaGraphExec_t> graphs_;  // by handle; null once released
   std::unique_ptr<OpProfiler> profiler_;  // null unless FOVEA_PROFILE_OPS=1: ops then pay one branch

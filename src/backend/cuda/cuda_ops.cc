@@ -79,7 +79,8 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
   FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_fp8 output") == m, "linear_fp8: output ", shape_str(y.shape),
               " for input ", shape_str(x.shape));
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
-  const bool block = scaling == Fp8Scaling::Block;
+  const bool block = fp8_activation_blocks(scaling);
+  const bool channel_after = scaling == Fp8Scaling::ChannelAct128;  // the block GEMM, then x w_scale[n]
   const int64_t group = block ? kFp8Block : k;
   const int64_t m_gemm = block ? fp8_activation_scale_ld(m) : m;  // rows the GEMM sees
   const bool padded = m_gemm != m;
@@ -115,8 +116,13 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
   const auto* w_scales = static_cast<const float*>(w_scale.data);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   bf16* out = padded ? reinterpret_cast<bf16*>(activation + codes_bytes + scale_bytes) : mbf(y);
-  if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, out, int(m_gemm), int(n), int(k), epilogue,
-                      scaling)) {  // no fused epilogue with these scale modes: the GEMM, then the epilogue
+  if (channel_after) {  // block GEMM with unit weight scales; channel scale, bias and GELU in one pass after it
+    const float* ones = fp8_unit_scales(size_t(fp8_blocks(n) * fp8_block_scale_ld(k)));
+    fp8_gemm_->run(activation, codes, x_scale, ones, nullptr, out, int(m_gemm), int(n), int(k), GemmEpilogue::None,
+                   Fp8Scaling::Block);
+    launch_fp8_epilogue(out, bias_ptr, m_gemm, n, act == Activation::Gelu, stream_, w_scales);
+  } else if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, out, int(m_gemm), int(n), int(k),
+                             epilogue, scaling)) {  // no fused epilogue with these scale modes: GEMM, then epilogue
     fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, out, int(m_gemm), int(n), int(k),
                    GemmEpilogue::None, scaling);
     launch_fp8_epilogue(out, bias_ptr, m_gemm, n, act == Activation::Gelu, stream_);

@@ -102,10 +102,12 @@ __global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols
   if (c < cols) store_codes4(xq + r * cols + c, v, scale);
 }
 
-// The bias add in float and one bf16 rounding, as cuBLASLt's epilogue does.
-__global__ void epilogue_kernel(bf16* y, const bf16* bias, int64_t n, int64_t cols, bool gelu) {
+// The (channel scale and) bias add in float and one bf16 rounding, as cuBLASLt's epilogue does.
+__global__ void epilogue_kernel(bf16* y, const bf16* bias, const float* col_scale, int64_t n, int64_t cols,
+                                bool gelu) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    float v = __bfloat162float(y[i]) + (bias ? __bfloat162float(bias[i % cols]) : 0.f);
+    const int64_t c = i % cols;
+    float v = __bfloat162float(y[i]) * (col_scale ? col_scale[c] : 1.f) + (bias ? __bfloat162float(bias[c]) : 0.f);
     if (gelu) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
     y[i] = __float2bfloat16(v);
   }
@@ -113,11 +115,12 @@ __global__ void epilogue_kernel(bf16* y, const bf16* bias, int64_t n, int64_t co
 
 }  // namespace
 
-void launch_fp8_epilogue(bf16* y, const bf16* bias, int64_t rows, int64_t cols, bool gelu, cudaStream_t stream) {
+void launch_fp8_epilogue(bf16* y, const bf16* bias, int64_t rows, int64_t cols, bool gelu, cudaStream_t stream,
+                         const float* col_scale) {
   const int64_t n = rows * cols;
   if (n == 0) return;
   const int blocks = int(std::min<int64_t>(blocks_for(n, kFp8Threads), 4096));
-  epilogue_kernel<<<blocks, kFp8Threads, 0, stream>>>(y, bias, n, cols, gelu);
+  epilogue_kernel<<<blocks, kFp8Threads, 0, stream>>>(y, bias, col_scale, n, cols, gelu);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 

@@ -18,9 +18,10 @@ void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t co
 // The row stride of the 1x128 activation block scales for `rows` tokens: rows rounded up to a multiple of 4 (16
 // bytes), as TransformerEngine's GEMM_READY block-scaled tensors lay them out for cuBLASLt.
 inline int64_t fp8_activation_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
-// y[r, c] = act(y[r, c] + bias[c]) in place (bias may be null; act: GELU (erf) when gelu): the epilogue of an FP8
-// GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run returned false).
+// y[r, c] = act(y[r, c] * col_scale[c] + bias[c]) in place (col_scale and bias may be null; act: GELU (erf) when
+// gelu): the epilogue of an FP8 GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run
+// returned false), and ChannelAct128's per-channel weight scale after its block GEMM.
 void launch_fp8_epilogue(__nv_bfloat16* y, const __nv_bfloat16* bias, int64_t rows, int64_t cols, bool gelu,
-                         cudaStream_t stream);
+                         cudaStream_t stream, const float* col_scale = nullptr);
 
 }  // namespace fovea::cuda
