@@ -4,7 +4,8 @@
 #          machine stays warm) and runs test_ops (the CUDA ops against their CPU references, FP8 recipes included)
 #   run    joins and checks the wheel, converts it (numpy + the carried gguf), writes the 520 tasks, then in order
 #          of importance (each stage rewrites the results, so a call cut short still returns what it measured):
-#          1. transformers float32 (the reference) and Fovea CUDA bf16 + each FP8 recipe
+#          1. transformers float32 (the reference) and Fovea CUDA bf16 + each FP8 recipe (fp8-channel-act128's
+#             first device run is the next one: its CUDA path is written but was not run in session 7)
 #          2. transformers bf16 (batches of 64, left-padded)
 #          3. batch invariance: first tokens alone vs batched, per mode, with and without --batch-invariant
 #          4. W4A16 (round-to-nearest, groups 64 and 32: `fovea quantize --method rtn`) on CUDA
@@ -62,12 +63,12 @@ fovea_mode() {  # fovea_mode MODE [NAME [extra...]]
 # 1. the reference and Fovea's CUDA modes
 $fid reference --model "$work/model" --work "$work" --dtype float32 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-float32.log" 2>&1
 step "transformers float32 rc=$?"
-for mode in cuda fp8-tensor fp8 fp8-block; do fovea_mode $mode; done
-compare cuda fp8-tensor fp8 fp8-block
+for mode in cuda fp8-tensor fp8 fp8-block fp8-channel-act128; do fovea_mode $mode; done
+compare cuda fp8-tensor fp8 fp8-block fp8-channel-act128
 # 2. transformers' own bf16
 $fid reference --model "$work/model" --work "$work" --dtype bfloat16 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-bfloat16.log" 2>&1
 step "transformers bf16 rc=$?"
-compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block
+compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block fp8-channel-act128
 # 3. batch invariance (128 tasks, one token each: alone vs all at once in reverse order)
 inv() {  # inv NAME MODE [extra...]
   local name=$1 mode=$2
@@ -82,6 +83,7 @@ inv cuda-invariant cuda --batch-invariant
 inv fp8 fp8
 inv fp8-invariant fp8 --batch-invariant
 inv fp8-block-invariant fp8-block --batch-invariant
+inv fp8-channel-act128-invariant fp8-channel-act128 --batch-invariant
 inv fp8-tensor-invariant fp8-tensor --batch-invariant
 # 4. W4A16 on CUDA, round-to-nearest (calibrated AWQ / GPTQ: bench/results, CPU)
 for group in 64 32; do  # 128 does not divide the 576-wide hidden size (AWQ / GPTQ need K % group == 0)
@@ -90,6 +92,6 @@ for group in 64 32; do  # 128 does not divide the 576-wide hidden size (AWQ / GP
   step "quantize rtn g$group rc=$?"
   MODEL=$work/model-rtn-g$group fovea_mode w4 w4-rtn-g$group
 done
-compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block w4-rtn-g64 w4-rtn-g32
+compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block fp8-channel-act128 w4-rtn-g64 w4-rtn-g32
 tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$logs"
 step done
