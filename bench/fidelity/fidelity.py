@@ -111,27 +111,32 @@ def cmd_reference(args):
     save(args.work, "ref-" + args.dtype + args.suffix, logits, tokens, time.time() - start)
 
 
-def cmd_fovea(args):
-    tasks = load_tasks(args.work)
-    name = args.name or args.mode
-    out = os.path.join(args.work, name + ".results.jsonl")
-    dump = os.path.join(args.work, name + ".dump")
+def run_fovea(args, tasks_path, out, dump, options):
+    """`fovea run --dump-logits` over tasks_path; returns (first-token logits by task id, result records by id)."""
     for path in (out, dump + ".f32", dump + ".json"):
         if os.path.exists(path):
             os.remove(path)
-    start = time.time()
-    subprocess.run([args.bin, "run", "--model", args.model, "--input", os.path.join(args.work, "tasks.jsonl"),
-                    "--output", out, "--dump-logits", dump, "--quiet"] + MODES[args.mode] + args.extra, check=True)
-    seconds = time.time() - start
+    subprocess.run([args.bin, "run", "--model", args.model, "--input", tasks_path, "--output", out, "--dump-logits",
+                    dump, "--quiet"] + options + MODES[args.mode] + args.extra, check=True)
     with open(dump + ".json") as f:
         index = json.load(f)
     rows = np.fromfile(dump + ".f32", dtype="<f4").reshape(-1, index["vocab"])
     results = {r["id"]: r for r in map(json.loads, open(out, encoding="utf-8"))}
+    return {task_id: rows[row] for task_id, row in index["rows"].items()}, results
+
+
+def cmd_fovea(args):
+    tasks = load_tasks(args.work)
+    name = args.name or args.mode
+    start = time.time()
+    logits, results = run_fovea(args, os.path.join(args.work, "tasks.jsonl"),
+                                os.path.join(args.work, name + ".results.jsonl"), os.path.join(args.work, name + ".dump"),
+                                [])
+    seconds = time.time() - start
     failed = [t[0] for t in tasks if results.get(t[0], {}).get("error")]
     if failed:
         sys.exit(f"{len(failed)} tasks failed, e.g. {failed[:3]}: {results[failed[0]]['error']}")
-    save(args.work, name, [rows[index["rows"][t[0]]] for t in tasks], [results[t[0]]["tokens"] for t in tasks],
-         seconds)
+    save(args.work, name, [logits[t[0]] for t in tasks], [results[t[0]]["tokens"] for t in tasks], seconds)
 
 
 def cmd_invariance(args):
@@ -147,17 +152,9 @@ def cmd_invariance(args):
         with open(path, "w", encoding="utf-8") as f:
             for task_id, system, prompt, image in order:
                 f.write(json.dumps(P.task_line(task_id, system, prompt, image, args.work, 1), ensure_ascii=False) + "\n")
-        out, dump = os.path.join(work, args.name + "-" + tag + ".jsonl"), os.path.join(work, args.name + "-" + tag)
-        for stale in (out, dump + ".f32", dump + ".json"):
-            if os.path.exists(stale):
-                os.remove(stale)
-        subprocess.run([args.bin, "run", "--model", args.model, "--input", path, "--output", out, "--dump-logits", dump,
-                        "--quiet", "--concurrency", str(concurrency)] + MODES[args.mode] + args.extra, check=True)
-        with open(dump + ".json") as f:
-            index = json.load(f)
-        rows = np.fromfile(dump + ".f32", dtype="<f4").reshape(-1, index["vocab"])
-        results = {r["id"]: r for r in map(json.loads, open(out, encoding="utf-8"))}
-        runs[tag] = ([results[t[0]]["tokens"][0] for t in tasks], np.stack([rows[index["rows"][t[0]]] for t in tasks]))
+        logits, results = run_fovea(args, path, os.path.join(work, args.name + "-" + tag + ".jsonl"),
+                                    os.path.join(work, args.name + "-" + tag), ["--concurrency", str(concurrency)])
+        runs[tag] = ([results[t[0]]["tokens"][0] for t in tasks], np.stack([logits[t[0]] for t in tasks]))
     (tok_a, log_a), (tok_b, log_b) = runs["alone"], runs["batched"]
     same_rows = int(sum(np.array_equal(x, y) for x, y in zip(log_a, log_b)))
     row = {"mode": args.mode, "extra": " ".join(args.extra), "tasks": len(tasks),

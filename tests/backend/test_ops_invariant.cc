@@ -18,14 +18,6 @@ class InvariantOpsTest : public OpsTest {
     OpsTest::SetUp();
     if (gpu_) gpu_->set_batch_invariant(true);  // before the first GEMM picks an algorithm
   }
-
-  // The first `rows` rows of a host [M, K] matrix, as a CUDA activation.
-  Tensor first_rows(const Tensor& host, int64_t rows) {
-    const int64_t k = host.dim(1);
-    Tensor part = Tensor::host(DType::F32, {rows, k});
-    std::memcpy(part.ptr<float>(), host.ptr<float>(), size_t(rows * k) * sizeof(float));
-    return twin(part).gpu;
-  }
 };
 
 enum class Kind { Bf16, Fp8Channel, Fp8Block, Fp8ChannelAct128 };
@@ -72,7 +64,7 @@ TEST_F(InvariantOpsTest, LinearRowsDoNotDependOnTheirBatch) {
         const Tensor full = gpu_->download(y.gpu);
         // Its first rows alone: bit for bit the same.
         for (int64_t rows : {1, 3, 7, 64, 129}) {
-          const Tensor part = first_rows(x_host, rows);
+          const Tensor part = twin(x_host.rows(0, rows)).gpu;
           Tensor out = gpu_->alloc(gpu_->compute_dtype(), {rows, c.n});
           run(part, out, *gpu_, with_bias ? bias.gpu : Tensor{});
           const Tensor got = gpu_->download(out);

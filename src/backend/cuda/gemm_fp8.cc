@@ -53,12 +53,7 @@ LtPlan& LtFp8Gemm::plan_for(const Operands& o) {
   try {
     const bool bias_epilogue = o.epilogue == GemmEpilogue::Bias || o.epilogue == GemmEpilogue::BiasGelu;
     FOVEA_CHECK(bias_epilogue == (o.bias != nullptr), "linear_fp8: a bias pointer needs a bias epilogue and back");
-    init_tn_plan(plan, CUDA_R_8F_E4M3, o.m, o.n, o.k, o.n, o.epilogue);
-    const int8_t fast_accumulate = 0;
-    FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
-                                                      sizeof(fast_accumulate)));
-    set_scale_modes(plan, o.scaling);
-    set_pointers(plan, o);
+    init_fp8_plan(plan, o, o.m);
     if (invariant_ && use_pinned(plan, o)) return plans_.emplace(key, plan).first->second;
     constexpr int kCandidates = 8;
     cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
@@ -99,12 +94,7 @@ bool LtFp8Gemm::use_pinned(LtPlan& plan, const Operands& o) {
   if (it == pinned_.end()) {
     LtPlan reference;
     try {
-      init_tn_plan(reference, CUDA_R_8F_E4M3, kInvariantRows, o.n, o.k, o.n, o.epilogue);
-      const int8_t fast_accumulate = 0;
-      FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(reference.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
-                                                        &fast_accumulate, sizeof(fast_accumulate)));
-      set_scale_modes(reference, o.scaling);
-      set_pointers(reference, o);
+      init_fp8_plan(reference, o, kInvariantRows);
       cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
       const auto found =
           heuristic_candidates(handle_, reference, workspace_bytes_, kInvariantAlignment, 1, status);
@@ -120,6 +110,15 @@ bool LtFp8Gemm::use_pinned(LtPlan& plan, const Operands& o) {
   if (!stream_is_capturing(stream_) && launch(plan, o, it->second) != CUBLAS_STATUS_SUCCESS) return false;
   plan.algo = it->second;
   return true;
+}
+
+void LtFp8Gemm::init_fp8_plan(LtPlan& plan, const Operands& o, int m) {
+  init_tn_plan(plan, CUDA_R_8F_E4M3, m, o.n, o.k, o.n, o.epilogue);
+  const int8_t fast_accumulate = 0;
+  FOVEA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accumulate,
+                                                    sizeof(fast_accumulate)));
+  set_scale_modes(plan, o.scaling);
+  set_pointers(plan, o);
 }
 
 void LtFp8Gemm::set_pointers(LtPlan& plan, const Operands& o) {

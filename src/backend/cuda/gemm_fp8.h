@@ -54,6 +54,8 @@ class LtFp8Gemm {
     Fp8Scaling scaling;
   };
   LtPlan& plan_for(const Operands& o);
+  // The descriptors of o's GEMM with m rows: FP8 "TN", no fast accumulation, o's scale modes and pointers.
+  static void init_fp8_plan(LtPlan& plan, const Operands& o, int m);
   // Batch-invariant mode: the pinned algorithm, if cuBLASLt runs it on these operands (tried outside a capture).
   bool use_pinned(LtPlan& plan, const Operands& o);
   static void set_pointers(LtPlan& plan, const Operands& o);
