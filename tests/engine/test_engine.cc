@@ -142,8 +142,12 @@ TEST_F(EngineFake, CorruptImageFailsOnlyItsOwnRequest) {
 TEST_F(EngineFake, AFailedDeviceFailsEverythingHeldAndRefusesMore) {
   auto engine = make_engine();
   engine->fail_after_steps(2);
+  // The gate holds the first step until all four are submitted: otherwise the failure can come first and a late
+  // submit is refused (as it should be), which is not what this test is about.
+  gate_.close();
   for (int i = 0; i < 4; ++i)
     engine->submit(image_request(10 + i, "tell me a story", 30), collector_.callback_for("r" + std::to_string(i)));
+  gate_.open();
   ASSERT_TRUE(collector_.wait_finals(4));
   for (int i = 0; i < 4; ++i) {
     const RequestEvent last = collector_.get("r" + std::to_string(i)).last;
