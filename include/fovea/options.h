@@ -17,7 +17,7 @@ struct EngineConfig {
   int block_size = 16;
   int max_step_tokens = 16384;    // token budget per step (image tokens count; ViT tiles are costed too)
   int max_batch_seqs = 256;
-  int preprocess_threads = 0;     // 0: all cores (divided among the engines when there are several)
+  int preprocess_threads = 0;     // 0: all cores (one pool shared by the engines when there are several)
   bool prefix_cache = true;
   int vision_cache_tiles = 0;     // 0: default size
   int max_queue = 100000;         // submit() refuses beyond this (serve answers 429)

@@ -1,5 +1,6 @@
 // Data parallelism over the GPUs of one machine (or N CPU replicas): one InferenceService in front of several
-// engines, each a whole model on its own device with its own scheduler, preprocessing pool and KV/vision caches.
+// engines, each a whole model on its own device with its own scheduler and KV/vision caches; they share one
+// preprocessing pool (engine_service.cc).
 //
 // Routing, per request:
 //   1. image affinity: a request whose first image (hash of its bytes) was recently sent to a working engine

@@ -10,9 +10,11 @@
 
 namespace fovea {
 
-Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner) : impl_(std::make_unique<Impl>()) {
+Engine::Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner, std::shared_ptr<ThreadPool> prep_pool)
+    : impl_(std::make_unique<Impl>()) {
   FOVEA_CHECK(runner != nullptr, "Engine needs a runner");
   impl_->config = config;
+  impl_->pool = std::move(prep_pool);
   impl_->runner = std::move(runner);
   impl_->tokenizer = load_tokenizer(config.model_dir);
   impl_->start();
@@ -44,10 +46,11 @@ void Engine::Impl::start() {
   sc.vision_cache_tiles = config.vision_cache_tiles;
   scheduler = std::make_unique<Scheduler>(*runner, tokenizer.get(), sc,
                                           [this](int64_t id, const RequestEvent& e) { deliver(id, e); });
-  pool = std::make_unique<ThreadPool>(config.preprocess_threads);
+  if (!pool) pool = std::make_shared<ThreadPool>(config.preprocess_threads);
   // Enough prepared requests to fill the next steps, few enough that pixel tensors (up to ~31 MB for 13
-  // tiles) do not pile up in memory when the GPU is the bottleneck.
-  prefetch_limit = std::max(16, 2 * pool->size() + 4);
+  // tiles) do not pile up in memory when the GPU is the bottleneck. On a shared pool, this engine's share.
+  const int threads = config.preprocess_threads > 0 ? std::min(config.preprocess_threads, pool->size()) : pool->size();
+  prefetch_limit = std::max(16, 2 * threads + 4);
   stats.kv_blocks_total = scheduler->blocks().num_blocks();
   scheduler->set_before_run([this] { publish_stats(); });
   scheduler_thread = std::thread([this] { scheduler_loop(); });
@@ -61,7 +64,7 @@ void Engine::Impl::stop() {
   }
   wake_scheduler.notify_all();
   if (scheduler_thread.joinable()) scheduler_thread.join();
-  pool.reset();
+  pool.reset();  // joins an own pool; a shared one runs nothing of ours now (finish_leftovers waited for it)
   scheduler.reset();  // releases cached embeddings while the runner is still alive
   runner.reset();
 }
@@ -243,8 +246,10 @@ void Engine::Impl::prepare_on_pool(Pending pending) {
     } else {
       prepare_failed.push_back(FailedPreparation{pending.id, error, pending.submitted});
     }
+    // Under the lock: once `preparing` reads 0 the engine may be destroyed while a shared pool lives on, so
+    // this task must not touch the engine after it unlocks.
+    wake_scheduler.notify_all();
   }
-  wake_scheduler.notify_all();
 }
 
 void Engine::Impl::handle_cancel(int64_t id) {

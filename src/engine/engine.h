@@ -18,13 +18,17 @@
 namespace fovea {
 
 class ModelRunner;
+class ThreadPool;
 
 class Engine {
  public:
   // Loads the model onto the chosen backend and starts the scheduler thread.
-  explicit Engine(const EngineConfig& config);
+  // prep_pool: null gives the engine its own preprocessing pool (config.preprocess_threads, 0: all cores). Engines
+  // of one data-parallel service share one (engine_service.cc), so a busy engine uses the cores an idle one
+  // leaves; config.preprocess_threads is then this engine's share, which sizes its prefetch window.
+  explicit Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool = nullptr);
   // For tests: an engine over a runner built elsewhere (e.g. a fake); the tokenizer is read from model_dir.
-  Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner);
+  Engine(const EngineConfig& config, std::unique_ptr<ModelRunner> runner, std::shared_ptr<ThreadPool> prep_pool = nullptr);
   ~Engine();  // stops after cancelling what is left
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -68,7 +68,9 @@ struct Engine::Impl {
   bool stopping = false;
   EngineStats stats;  // stats.failure is set (under the mutex) when the device fails; submit() then refuses
 
-  std::unique_ptr<ThreadPool> pool;  // declared late: destroyed (joined) before the state its tasks touch
+  // Declared late: an own pool is destroyed (joined) before the state its tasks touch. A shared one outlives the
+  // engine; finish_leftovers waits until none of this engine's tasks is queued or running there.
+  std::shared_ptr<ThreadPool> pool;
   std::thread scheduler_thread;
 
   void start();  // builds the scheduler and starts the thread; runner and tokenizer must be set

@@ -113,9 +113,10 @@ int gpu_index(const std::string& gpus) {
 
 }  // namespace
 
-Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
+Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool) : impl_(std::make_unique<Impl>()) {
   Impl& impl = *impl_;
   impl.config = config;
+  impl.pool = std::move(prep_pool);
   RunnerOptions opts;
   apply_quantization(config.quantization, opts);  // before any loading: a bad name fails at once
   // One engine drives one GPU: config.gpus is "" (device 0) or that GPU's index here; make_engine_service

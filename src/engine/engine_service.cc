@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/data_parallel.h"
 #include "engine/service.h"
 #include "tokenizer/tokenizer.h"
@@ -18,7 +19,7 @@ namespace {
 
 class EngineService final : public InferenceService {
  public:
-  explicit EngineService(const EngineConfig& config) : engine_(config) {
+  EngineService(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool) : engine_(config, std::move(prep_pool)) {
     try {
       tokenizer_ = load_tokenizer(config.model_dir);
     } catch (const std::exception&) {
@@ -55,16 +56,18 @@ int injected_failure_steps(size_t index) {
   return std::max(1, std::stoi(s.substr(colon + 1)));
 }
 
-std::unique_ptr<InferenceService> make_one(const EngineConfig& config, size_t index) {
-  auto service = std::make_unique<EngineService>(config);
+std::unique_ptr<InferenceService> make_one(const EngineConfig& config, size_t index,
+                                           std::shared_ptr<ThreadPool> prep_pool) {
+  auto service = std::make_unique<EngineService>(config, std::move(prep_pool));
   if (const int steps = injected_failure_steps(index)) service->engine().fail_after_steps(steps);
   return service;
 }
 
-// What to build: one config per engine and its label.
+// What to build: one config per engine and its label, and the preprocessing pool they share when several.
 struct Plan {
   std::vector<EngineConfig> configs;
   std::vector<std::string> labels;
+  int shared_pool_threads = 0;  // the shared pool's size (0: all cores)
 };
 
 Plan plan_engines(const EngineConfig& config) {
@@ -90,10 +93,13 @@ Plan plan_engines(const EngineConfig& config) {
       plan.labels.push_back((cpu ? "cpu#" : "cuda:") + std::to_string(r));
     }
   }
-  // Each engine has its own preprocessing pool: together they use the cores once, not N times.
-  if (plan.configs.size() > 1 && config.preprocess_threads <= 0) {
+  // Several engines share one preprocessing pool of preprocess_threads (0: all cores), so the cores serve
+  // whichever engine has images to decode; each engine's share of it sizes that engine's prefetch window.
+  if (plan.configs.size() > 1) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-    for (EngineConfig& c : plan.configs) c.preprocess_threads = std::max(1, cores / int(plan.configs.size()));
+    plan.shared_pool_threads = config.preprocess_threads > 0 ? config.preprocess_threads : cores;
+    for (EngineConfig& c : plan.configs)
+      c.preprocess_threads = std::max(1, plan.shared_pool_threads / int(plan.configs.size()));
   }
   return plan;
 }
@@ -104,16 +110,17 @@ std::unique_ptr<InferenceService> make_engine_service(const EngineConfig& config
   Plan plan = plan_engines(config);
   // An explicit --gpus goes through the dispatcher even for one GPU (the same path as for eight: its cost is
   // measured by bench/gpu/data_parallel_check.sh); the default stays one bare engine.
-  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0);
+  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0, nullptr);
   // Engines load in parallel, each on its own thread (which make_cuda_backend binds to the engine's GPU).
   const size_t n = plan.configs.size();
+  auto prep_pool = n > 1 ? std::make_shared<ThreadPool>(plan.shared_pool_threads) : nullptr;
   std::vector<std::unique_ptr<InferenceService>> engines(n);
   std::vector<std::exception_ptr> errors(n);
   std::vector<std::thread> loaders;
   for (size_t i = 0; i < n; ++i)
     loaders.emplace_back([&, i] {
       try {
-        engines[i] = make_one(plan.configs[i], i);
+        engines[i] = make_one(plan.configs[i], i, prep_pool);
       } catch (...) {
         errors[i] = std::current_exception();
       }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "fovea/engine.h"
 #include "engine/request_prep.h"
@@ -59,7 +60,8 @@ class EngineFake : public ::testing::Test {
     dir_ = nullptr;
   }
 
-  std::unique_ptr<Engine> make_engine(EngineConfig config = {}, FakeRunnerConfig rc = {}) {
+  std::unique_ptr<Engine> make_engine(EngineConfig config = {}, FakeRunnerConfig rc = {},
+                                      std::shared_ptr<ThreadPool> prep_pool = nullptr) {
     rc.desc = load_model_desc(dir_->path());
     rc.poison_token = -1;
     rc.before_step = [this] { gate_.pass(); };
@@ -67,7 +69,7 @@ class EngineFake : public ::testing::Test {
     config.preprocess_threads = 2;
     auto runner = std::make_unique<FakeRunner>(rc);
     runner_ = runner.get();
-    return std::make_unique<Engine>(config, std::move(runner));
+    return std::make_unique<Engine>(config, std::move(runner), std::move(prep_pool));
   }
 
   static Request image_request(uint32_t seed, const std::string& question, int max_tokens = 1) {
@@ -165,6 +167,52 @@ TEST_F(EngineFake, AFailedDeviceFailsEverythingHeldAndRefusesMore) {
   EXPECT_TRUE(s.failed);
   EXPECT_EQ(s.requests_failed, 4);
   engine->drain();
+}
+
+// Data-parallel engines share one preprocessing pool: while its one thread is busy neither engine prepares
+// anything, once free both finish, and an engine destroyed while the pool works on for the other one leaves it
+// intact (ASan would see a task touching the destroyed engine).
+TEST_F(EngineFake, EnginesShareOnePreprocessingPool) {
+  auto pool = std::make_shared<ThreadPool>(1);
+  EngineConfig config;
+  config.preprocess_threads = 1;
+  auto a = make_engine(config, {}, pool);
+  auto b = make_engine(config, {}, pool);
+  Gate pool_gate;
+  struct OpenOnExit {
+    Gate& gate;
+    ~OpenOnExit() { gate.open(); }  // a failed assertion must not leave the pool's thread (and the test) stuck
+  } open_on_exit{pool_gate};
+  pool_gate.close();
+  pool->submit([&] { pool_gate.pass(); });
+  ASSERT_TRUE(pool_gate.wait_blocked());
+  for (int i = 0; i < 3; ++i) {
+    a->submit(image_request(20 + i, "what is this?", 2), collector_.callback_for("a" + std::to_string(i)));
+    b->submit(image_request(30 + i, "what is this?", 2), collector_.callback_for("b" + std::to_string(i)));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(a->stats().requests_finished + b->stats().requests_finished, 0) << "prepared without the pool's thread";
+  pool_gate.open();
+  ASSERT_TRUE(collector_.wait_finals(6));
+  EXPECT_EQ(a->stats().requests_finished, 3);
+  EXPECT_EQ(b->stats().requests_finished, 3);
+  // Engine a goes away with requests still on the shared pool (cancelled at shutdown); b goes on with the pool.
+  pool_gate.close();
+  pool->submit([&] { pool_gate.pass(); });
+  ASSERT_TRUE(pool_gate.wait_blocked());
+  auto c = make_engine(config, {}, pool);
+  c->submit(image_request(40, "what is this?", 2), collector_.callback_for("c0"));
+  b->submit(image_request(41, "what is this?", 2), collector_.callback_for("b3"));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pool_gate.open();
+  });
+  c.reset();  // waits for its task on the pool, which runs once the gate opens
+  release.join();
+  EXPECT_EQ(collector_.get("c0").last.finish_reason, "cancelled");
+  b->drain();
+  EXPECT_EQ(collector_.get("b3").last.finish_reason, "length");
+  EXPECT_EQ(b->stats().kv_blocks_used, 0);
 }
 
 TEST_F(EngineFake, RepeatedImageIsAVisionCacheHit) {
