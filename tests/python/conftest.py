@@ -34,3 +34,22 @@ def self_signed_cert(tmp_path):
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                    check=True, capture_output=True)
     return cert, key
+
+
+@pytest.fixture
+def https_server(tmp_path, self_signed_cert):
+    """HTTPS on loopback serving tmp_path/www (remote_servers.https_server): (base URL, www, cert)."""
+    import remote_servers
+    with remote_servers.https_server(tmp_path, self_signed_cert) as server:
+        yield server
+
+
+@pytest.fixture
+def s3_server():
+    """moto on loopback with SigV4 checks (remote_servers.s3_server): (endpoint, s3 client, iam client)."""
+    boto3 = pytest.importorskip("boto3")
+    if shutil.which("moto_server") is None:
+        pytest.skip("moto[server] is not installed")
+    import remote_servers
+    with remote_servers.s3_server(boto3) as server:
+        yield server

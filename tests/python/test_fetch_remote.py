@@ -3,98 +3,21 @@
 answers (timeout), a 503 then 200 (retried), a body over the limit, a wrong secret key and an untrusted
 certificate. Each failure fails its own task with a message naming the URL; the others are answered exactly as
 the same image read from a local file."""
-import functools
-import http.server
 import json
 import os
 import shutil
 import socket
-import ssl
 import subprocess
-import threading
 import time
 
 import pytest
+from remote_servers import BUCKET, Handler
 
 Image = pytest.importorskip("PIL.Image")
 boto3 = pytest.importorskip("boto3")
 FOVEA_BIN = os.environ.get("FOVEA_BIN", "")
 pytestmark = [pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN is not set to the fovea binary"),
               pytest.mark.skipif(shutil.which("moto_server") is None, reason="moto[server] is not installed")]
-BUCKET = "fovea-test"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Handler(http.server.SimpleHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive, so connection reuse shows
-    failed_once = set()
-    connections = 0
-    requests = 0
-
-    def setup(self):
-        Handler.connections += 1
-        super().setup()
-
-    def do_GET(self):
-        Handler.requests += 1
-        if self.path == "/flaky.png" and self.path not in Handler.failed_once:  # 503 once, then the file
-            Handler.failed_once.add(self.path)
-            self.send_error(503)
-            return
-        if self.path == "/flaky.png":
-            self.path = "/img.png"
-        super().do_GET()
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def https_server(tmp_path, self_signed_cert):
-    """Serves tmp_path/www over HTTPS with a certificate for 127.0.0.1 made here; yields (base URL, www, cert)."""
-    www = tmp_path / "www"
-    www.mkdir()
-    Handler.failed_once, Handler.connections, Handler.requests = set(), 0, 0
-    cert, key = self_signed_cert
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(www)))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    httpd.handle_error = lambda *args: None  # fovea hanging up on the oversize body is expected
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"https://127.0.0.1:{httpd.server_address[1]}", www, cert
-    httpd.shutdown()
-
-
-@pytest.fixture
-def s3_server(tmp_path):
-    """moto on loopback with signature checks on (after the first 5 unauthenticated set-up calls); yields
-    (endpoint, access key, secret key) of an IAM user allowed to read the bucket."""
-    port = free_port()
-    env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT="5")
-    proc = subprocess.Popen(["moto_server", "-H", "127.0.0.1", "-p", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.time() < deadline, "moto_server did not start"
-                time.sleep(0.1)
-        kw = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
-                  aws_secret_access_key="setup")
-        yield endpoint, boto3.client("s3", **kw), boto3.client("iam", **kw)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def run_tasks(model, tmp_path, name, tasks, extra, env):

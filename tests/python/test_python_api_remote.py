@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from test_fetch_remote import BUCKET, https_server, s3_server  # noqa: F401 (fixtures)
+from remote_servers import BUCKET
 
 fovea = pytest.importorskip("fovea")
 Image = pytest.importorskip("PIL.Image")
@@ -20,7 +20,7 @@ def llm(demo_model):
         yield engine
 
 
-def test_url_images_through_the_python_api(llm, tmp_path, https_server, s3_server, monkeypatch):  # noqa: F811
+def test_url_images_through_the_python_api(llm, tmp_path, https_server, s3_server, monkeypatch):
     base, www, cert = https_server
     endpoint, s3, iam = s3_server
     png = tmp_path / "img.png"
