@@ -8,6 +8,13 @@ Tells which recipe, and which linears, the engine's FP8 error comes from; the en
 
     python3 bench/fidelity/fp8_emulation.py --model M --work W [--recipes tensor,channel,block,channel-act128]
         [--skip down_proj]   (needs torch + transformers; W holds tasks.json and ref-float32.logits.npy)
+
+--kv emulates an FP8 (E4M3) KV cache instead: every layer's keys (after rope) and values are rounded to E4M3
+before attention reads them, as a cache written in FP8 and read back would give, under one of the scalings in
+KV_RECIPES; --recipes none keeps the linears float32 so that the cache's own error shows alone.
+--fp8-attention emulates FP8 attention (FlashAttention-3 style): Q, K and V rounded to E4M3 (one scale per token
+and head, the best case), the softmax probabilities P (each row's maximum is 1, as the online softmax keeps it)
+rounded to E4M3 with scale 1 before P.V; products and sums in float32.
 """
 import argparse
 import json
@@ -48,6 +55,61 @@ RECIPES = {  # (weight group, activation group): (rows, cols), -1 = the whole di
 }
 
 
+KV_RECIPES = {  # group over [kv_heads, tokens, head_dim] of one layer's K or V; "unit": scale 1, no amax at all
+    "unit": None,            # vLLM's kv_cache_dtype=fp8 without calibrated scales (k_scale = v_scale = 1)
+    "layer": (-1, -1, -1),   # one scale per layer and K/V, from this prompt's amax (a calibrated static scale's best case)
+    "head": (1, -1, -1),     # one per KV head
+    "token-head": (1, 1, -1),  # one per cached row (token) and head: the scale travels with the row
+}
+
+
+def quantize_kv(t, recipe):
+    """E4M3 round trip of keys or values [batch, kv_heads, tokens, head_dim] under a KV_RECIPES scaling."""
+    import torch
+    group = KV_RECIPES[recipe]
+    if group is None:
+        return t.to(torch.float8_e4m3fn).to(t.dtype)
+    dims = tuple(d + 1 for d, g in enumerate(group) if g == -1)
+    amax = t.abs().amax(dim=dims, keepdim=True)
+    scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
+    return (t / scale).to(torch.float8_e4m3fn).to(t.dtype) * scale
+
+
+def fp8_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
+    """Causal GQA attention with E4M3 Q, K, V (per token and head) and E4M3 probabilities (see --fp8-attention)."""
+    import torch
+    q, k, v = (quantize_kv(t, "token-head") for t in (query, key, value))
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    scores = torch.matmul(q, k.transpose(2, 3)) * scaling
+    t_q, t_k = scores.shape[-2:]
+    causal = torch.ones(t_q, t_k, dtype=torch.bool).tril(t_k - t_q)
+    scores = scores.masked_fill(~causal, float("-inf"))
+    p = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+    denominator = p.sum(dim=-1, keepdim=True)  # from the unrounded P, as FA3's running sum is kept in float32
+    p = p.to(torch.float8_e4m3fn).to(torch.float32)
+    out = torch.matmul(p, v) / denominator
+    return out.transpose(1, 2).contiguous(), None
+
+
+def use_fp8_attention(model):
+    from transformers import AttentionInterface
+    AttentionInterface.register("fp8_attention", fp8_attention)
+    model.model.language_model.config._attn_implementation = "fp8_attention"
+
+
+def use_fp8_kv(model, recipe):
+    """Routes the LLM's attention through an FP8 round trip of K and V (the ViT's attention is left alone)."""
+    from transformers import AttentionInterface
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    base = ALL_ATTENTION_FUNCTIONS["sdpa"]
+
+    def attention(module, query, key, value, *args, **kwargs):
+        return base(module, query, quantize_kv(key, recipe), quantize_kv(value, recipe), *args, **kwargs)
+    AttentionInterface.register("fp8_kv_" + recipe, attention)
+    model.model.language_model.config._attn_implementation = "fp8_kv_" + recipe
+
+
 def main():
     import torch
     from transformers import AutoTokenizer, InternVLForConditionalGeneration
@@ -57,9 +119,16 @@ def main():
     ap.add_argument("--recipes", default="tensor,channel,block,channel-act128")
     ap.add_argument("--skip", default="", help="comma-separated linear names left in float32 (e.g. down_proj)")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--kv", default="", help="FP8 KV cache scaling (" + ", ".join(KV_RECIPES) + ")")
+    ap.add_argument("--fp8-attention", action="store_true")
     args = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(args.model)
-    model = InternVLForConditionalGeneration.from_pretrained(args.model, dtype=torch.float32).eval()
+    model = InternVLForConditionalGeneration.from_pretrained(args.model, dtype=torch.float32,
+                                                             attn_implementation="sdpa").eval()
+    if args.kv:
+        use_fp8_kv(model, args.kv)
+    if args.fp8_attention:
+        use_fp8_attention(model)
     tasks = load_tasks(args.work)
     if args.limit:
         tasks = tasks[:args.limit]
@@ -71,9 +140,9 @@ def main():
     dense = {n: m.weight.data.clone() for n, m in linears}
     rows = {}
     for recipe in args.recipes.split(","):
-        w_group, x_group = RECIPES[recipe]
+        w_group, x_group = RECIPES.get(recipe, (None, None))
         hooks = []
-        for n, m in linears:
+        for n, m in (linears if recipe != "none" else []):
             m.weight.data = quantize(dense[n], w_group)
 
             def pre(module, inputs, x_group=x_group):
@@ -97,7 +166,9 @@ def main():
         m = metrics(ref, ref_tokens, logits, [[int(row.argmax())] for row in logits])
         rows[recipe] = m
         print(f"{recipe:16s} mean KL {m['kl_mean']:.4f}  p99 {m['kl_p99']:.3f}  top-1 {m['top1_agree']:.2%}"
-              f"{'  (skipping ' + args.skip + ')' if skip else ''}", flush=True)
+              f"{'  (skipping ' + args.skip + ')' if skip else ''}{'  FP8 KV ' + args.kv if args.kv else ''}"
+              f"{'  FP8 attention' if args.fp8_attention else ''}",
+              flush=True)
     if "tensor" in rows:
         for recipe, m in rows.items():
             print(f"{recipe:16s} {m['kl_mean'] / rows['tensor']['kl_mean']:.2f} x per-tensor")
