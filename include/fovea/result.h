@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "fovea/error_kind.h"
+
 namespace fovea {
 
 struct TokenLogprob {
@@ -23,6 +25,7 @@ struct RequestEvent {
   bool finished = false;
   std::string finish_reason;                   // "stop", "length", "cancelled", "error"
   std::string error;                           // non-empty when the request failed (its own fault or ours)
+  ErrorKind error_kind = ErrorKind::None;      // which, when error is set (fovea/error_kind.h)
   std::map<std::string, float> answer_logprobs;  // answer text -> log-prob, when params.answers was set
   std::vector<float> first_logits;             // [vocab] of the first generated token, when asked (final event)
   std::vector<float> choice_logprobs;          // per params.choices entry, same order (final event)

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "fovea/error_kind.h"
+
 namespace fovea {
 
 class Error : public std::runtime_error {
@@ -20,6 +22,17 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+// A request's input is at fault (a bad parameter, image or length): it fails that request alone, and its kind
+// says how (a 400 and which OpenAI code, in the server). Other errors met while serving a request count as ours.
+class RequestError : public Error {
+ public:
+  RequestError(ErrorKind kind, const std::string& message) : Error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
 // Joins any streamable values into one string: str("tensor ", name, " has ", n, " dims").
 template <typename... Args>
 std::string str(const Args&... args) {
@@ -29,6 +42,7 @@ std::string str(const Args&... args) {
 }
 
 [[noreturn]] void throw_error(const char* file, int line, const std::string& message);
+[[noreturn]] void throw_request_error(ErrorKind kind, const char* file, int line, const std::string& message);
 
 }  // namespace fovea
 
@@ -38,3 +52,5 @@ std::string str(const Args&... args) {
     if (!(cond)) ::fovea::throw_error(__FILE__, __LINE__, ::fovea::str(__VA_ARGS__)); \
   } while (0)
 #define FOVEA_FAIL(...) ::fovea::throw_error(__FILE__, __LINE__, ::fovea::str(__VA_ARGS__))
+// FOVEA_REQUEST_FAIL(ErrorKind::InvalidImage, "what", ...) throws a fovea::RequestError of that kind.
+#define FOVEA_REQUEST_FAIL(kind, ...) ::fovea::throw_request_error(kind, __FILE__, __LINE__, ::fovea::str(__VA_ARGS__))

@@ -22,6 +22,7 @@ void Scheduler::add_choices(PreparedRequest request) {
   group->texts = request.params.choices;
   group->choice_ids = std::move(request.choice_ids);
   std::string problem;
+  ErrorKind kind = ErrorKind::InvalidRequest;
   if (group->texts.size() != group->choice_ids.size())
     problem = str(group->texts.size(), " choices but ", group->choice_ids.size(), " tokenised");
   if (!request.params.answers.empty()) problem = "\"choices\" and \"answers\" cannot be combined";
@@ -57,11 +58,11 @@ void Scheduler::add_choices(PreparedRequest request) {
     part.params.max_tokens = 1;
     part.answer_ids = group->next_ids[k];
     part.submitted = request.submitted;
-    problem = check_limits(part);
+    problem = check_limits(part, &kind);
     scoring.push_back(std::move(part));
   }
   if (!problem.empty()) {
-    emit_final_without_sequence(request, "error", problem);
+    emit_final_without_sequence(request, "error", problem, kind);
     return;
   }
   group->next_logprobs.resize(contexts.size());
@@ -78,7 +79,8 @@ void Scheduler::add_choices(PreparedRequest request) {
 
 // A scoring sequence ended (its resources are already released). When the last one is scored the request's
 // final event goes out; when one fails or is cancelled, so does the request, and its other sequences stop.
-void Scheduler::on_choice_scored(Sequence& seq, const std::string& reason, const std::string& error) {
+void Scheduler::on_choice_scored(Sequence& seq, const std::string& reason, const std::string& error,
+                                 ErrorKind kind) {
   ChoiceGroup& group = *seq.choice_group;
   if (group.done) return;
   RequestEvent event;
@@ -108,6 +110,7 @@ void Scheduler::on_choice_scored(Sequence& seq, const std::string& reason, const
     for (auto& other : running_) stop(other);
     event.finish_reason = reason;
     event.error = error;
+    event.error_kind = reason == "error" ? kind : ErrorKind::None;
   }
   group.done = true;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - group.submitted).count();

@@ -173,7 +173,7 @@ void DataParallelService::on_final(int64_t id, RequestEvent& event) {
   Slot& slot = slots_[it->second.engine];
   slot.queued_work -= it->second.work;
   slot.in_flight--;
-  if (is_engine_failure_error(event.error)) {
+  if (event.error_kind == ErrorKind::EngineFailed) {
     mark_failed(it->second.engine, event.error);
     event.error += " (engine " + slot.label + ")";
   }

@@ -8,7 +8,7 @@
 //   2. otherwise the working engine with the least queued work: the estimated tokens (text, image tiles x tokens
 //      per tile, max_tokens) of its unfinished requests, ties to the lower index.
 // A full queue sends the request to the next engine; all full gives "queue full" as one engine would.
-// An engine whose device failed (its requests end with kEngineFailedPrefix errors, or its submit() says so) is
+// An engine whose device failed (its requests end with ErrorKind::EngineFailed, or its submit() says so) is
 // taken out of rotation; its in-flight requests fail with that error (fovea run retries them once) and the
 // others go on. Ids are the dispatcher's own, so cancel() reaches the right engine.
 #pragma once

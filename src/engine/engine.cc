@@ -137,7 +137,7 @@ void Engine::Impl::scheduler_loop() {
       // Only a bug gets here (request errors are caught per request). Fail what is held rather than let the
       // exception end the thread, which would terminate the process.
       try {
-        scheduler->fail_all(std::string("internal engine error: ") + e.what());
+        scheduler->fail_all(std::string("internal engine error: ") + e.what(), ErrorKind::Internal);
       } catch (...) {
         // The state is beyond repair; keep the thread (and the process) alive for what comes next.
       }
@@ -155,7 +155,7 @@ void Engine::Impl::run_iteration(std::vector<PreparedRequest>& arrived, std::vec
     if (cancel_on_arrival.erase(f.id)) {
       emit_final(f.id, f.submitted, "cancelled", "");
     } else {
-      emit_final(f.id, f.submitted, "error", f.error);
+      emit_final(f.id, f.submitted, "error", f.error, f.kind);
     }
   }
   for (PreparedRequest& request : arrived) {
@@ -193,21 +193,23 @@ void Engine::Impl::fail_engine(const std::string& why) {
     never_prepared.swap(to_prepare);
   }
   try {
-    scheduler->fail_all(device_failure);
+    scheduler->fail_all(device_failure, ErrorKind::EngineFailed);
   } catch (...) {
     // Nothing more can be done for those; the engine stays up to answer the rest.
   }
-  for (const Pending& p : never_prepared) emit_final(p.id, p.submitted, "error", device_failure);
+  for (const Pending& p : never_prepared) emit_final(p.id, p.submitted, "error", device_failure, ErrorKind::EngineFailed);
 }
 
 void Engine::Impl::fail_arrivals(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed) {
   for (const FailedPreparation& f : failed) {
     const bool cancelled = cancel_on_arrival.erase(f.id) > 0;
-    emit_final(f.id, f.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure);
+    emit_final(f.id, f.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure,
+               cancelled ? ErrorKind::None : ErrorKind::EngineFailed);
   }
   for (const PreparedRequest& r : arrived) {
     const bool cancelled = cancel_on_arrival.erase(r.id) > 0;
-    emit_final(r.id, r.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure);
+    emit_final(r.id, r.submitted, cancelled ? "cancelled" : "error", cancelled ? "" : device_failure,
+               cancelled ? ErrorKind::None : ErrorKind::EngineFailed);
   }
 }
 
@@ -230,11 +232,19 @@ void Engine::Impl::prepare_on_pool(Pending pending) {
   const auto t0 = Clock::now();
   PreparedRequest result;
   std::string error;
+  ErrorKind kind = ErrorKind::None;
   try {
     result = prepare_request(pending.id, pending.request, prep_context);
     result.submitted = pending.submitted;
+  } catch (const RequestError& e) {
+    error = e.what();
+    kind = e.kind();
+  } catch (const Error& e) {
+    error = e.what();
+    kind = ErrorKind::InvalidRequest;  // preparation reads only the request: its checks are about its input
   } catch (const std::exception& e) {
     error = e.what();
+    kind = ErrorKind::Internal;  // e.g. out of host memory
   }
   const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   {
@@ -244,7 +254,7 @@ void Engine::Impl::prepare_on_pool(Pending pending) {
     if (error.empty()) {
       prepared.push_back(std::move(result));
     } else {
-      prepare_failed.push_back(FailedPreparation{pending.id, error, pending.submitted});
+      prepare_failed.push_back(FailedPreparation{pending.id, error, kind, pending.submitted});
     }
     // Under the lock: once `preparing` reads 0 the engine may be destroyed while a shared pool lives on, so
     // this task must not touch the engine after it unlocks.
@@ -270,11 +280,12 @@ void Engine::Impl::handle_cancel(int64_t id) {
 }
 
 void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std::string& reason,
-                              const std::string& error) {
+                              const std::string& error, ErrorKind error_kind) {
   RequestEvent event;
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
+  event.error_kind = reason == "error" ? error_kind : ErrorKind::None;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - submitted).count();
   deliver(id, event);
 }

@@ -55,6 +55,7 @@ struct Engine::Impl {
   struct FailedPreparation {
     int64_t id = -1;
     std::string error;
+    ErrorKind kind = ErrorKind::Internal;
     Clock::time_point submitted;
   };
   std::deque<Pending> to_prepare;  // submitted, not yet handed to the pool
@@ -86,7 +87,9 @@ struct Engine::Impl {
   void finish_leftovers();
   void fail_engine(const std::string& why);
   void fail_arrivals(std::vector<PreparedRequest>& arrived, std::vector<FailedPreparation>& failed);
-  void emit_final(int64_t id, Clock::time_point submitted, const std::string& reason, const std::string& error);
+  // error_kind: what a failure ("error" reason) was; cancellations carry None.
+  void emit_final(int64_t id, Clock::time_point submitted, const std::string& reason, const std::string& error,
+                  ErrorKind error_kind = ErrorKind::None);
 };
 
 }  // namespace fovea

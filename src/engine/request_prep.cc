@@ -79,13 +79,14 @@ void check_context_early(const Request& request, const PrepContext& context) {
   if (context.max_token_bytes > 0) {
     const int64_t text_bytes = int64_t(request.prompt.size() + request.system.size());
     const int64_t fewest_tokens = text_bytes / (2 * (int64_t(context.max_token_bytes) + 4));
-    if (fewest_tokens > max_position) FOVEA_FAIL(context_length_error(fewest_tokens, max_position, true));
+    if (fewest_tokens > max_position)
+      FOVEA_REQUEST_FAIL(ErrorKind::ContextLength, context_length_error(fewest_tokens, max_position, true));
   }
   if (request.images.empty()) return;  // the scheduler checks the exact count
   const PromptIds fewest = build_chat_prompt(*context.desc, *context.tokenizer, request.system, request.prompt,
                                              std::vector<int>(request.images.size(), 1));
   if (int64_t(fewest.ids.size()) > max_position)
-    FOVEA_FAIL(context_length_error(int64_t(fewest.ids.size()), max_position, true));
+    FOVEA_REQUEST_FAIL(ErrorKind::ContextLength, context_length_error(int64_t(fewest.ids.size()), max_position, true));
 }
 
 }  // namespace
@@ -111,7 +112,8 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
         slot.tiles = image.num_tiles();
         slot.pixels = context.gpu_normalize ? std::move(image.tiles_u8) : std::move(image.pixel_values);
       } catch (const std::exception& e) {
-        FOVEA_FAIL("image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")", ": ", e.what());
+        FOVEA_REQUEST_FAIL(ErrorKind::InvalidImage, "image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")",
+                           ": ", e.what());
       }
       if (context.recent) context.recent->insert(slot.key, slot.tiles, slot.pixels);
     }

@@ -41,13 +41,15 @@ Scheduler::~Scheduler() {
   for (auto& seq : running_) release_resources(*seq);
 }
 
-std::string Scheduler::check_limits(const PreparedRequest& request) const {
+std::string Scheduler::check_limits(const PreparedRequest& request, ErrorKind* kind) const {
+  *kind = ErrorKind::InvalidRequest;
   const ModelDesc& desc = runner_.desc();
   const int prompt_len = int(request.prompt.size());
   const GenerationParams& params = request.params;
   if (prompt_len == 0) return "empty prompt";
   if (params.max_tokens < 1) return str("max_tokens must be at least 1, got ", params.max_tokens);
   if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) return str("top_p must be in (0, 1], got ", params.top_p);
+  *kind = ErrorKind::ContextLength;
   if (prompt_len > desc.llm.max_position)
     return context_length_error(prompt_len, desc.llm.max_position);
   const int positions = kv_positions(prompt_len, effective_max_tokens(request, desc.llm.max_position));
@@ -56,6 +58,7 @@ std::string Scheduler::check_limits(const PreparedRequest& request) const {
     return str("prompt of ", prompt_len, " tokens plus max_tokens needs ", positions, " KV positions; the pool holds ",
                blocks_.num_blocks() * blocks_.block_size(), " (", blocks_.num_blocks(), " blocks of ",
                blocks_.block_size(), ")");
+  *kind = ErrorKind::InvalidRequest;
   const int vocab = desc.llm.vocab;
   for (const int32_t id : request.prompt)
     if (id < 0 || id >= vocab) return str("prompt token id ", id, " outside the vocabulary of ", vocab);
@@ -63,14 +66,17 @@ std::string Scheduler::check_limits(const PreparedRequest& request) const {
     if (id < 0 || id >= vocab) return str("answer token id ", id, " outside the vocabulary of ", vocab);
   for (size_t i = 0; i < request.images.size(); ++i) {
     const ImageSlot& slot = request.images[i];
+    *kind = ErrorKind::InvalidImage;
     if (slot.tiles > runner_.max_step_tiles() || slot.tiles > runner_.vision_pool_tiles())
       return str("image #", i + 1, " has ", slot.tiles, " tiles; the runner takes at most ",
                  std::min(runner_.max_step_tiles(), runner_.vision_pool_tiles()), " per image");
+    *kind = ErrorKind::Internal;  // the spans come from our own chat template
     if (slot.begin < 0 || slot.end() > prompt_len || slot.rows != slot.tiles * tokens_per_tile_ ||
         (i > 0 && slot.begin < request.images[i - 1].end()))
       return str("image #", i + 1, " span [", slot.begin, ", ", slot.end(), ") does not fit the prompt");
     if (slot.pixels.empty()) return str("image #", i + 1, " has no pixels");
   }
+  *kind = ErrorKind::None;
   return "";
 }
 
@@ -79,9 +85,10 @@ void Scheduler::add(PreparedRequest request) {
     add_choices(std::move(request));
     return;
   }
-  const std::string problem = check_limits(request);
+  ErrorKind kind = ErrorKind::None;
+  const std::string problem = check_limits(request, &kind);
   if (!problem.empty()) {
-    emit_final_without_sequence(request, "error", problem);
+    emit_final_without_sequence(request, "error", problem, kind);
     return;
   }
   waiting_.push_back(make_sequence(std::move(request)));
@@ -148,7 +155,7 @@ bool Scheduler::cancel(int64_t request_id) {
   for (auto& seq : running_)
     if (!found && seq->id == request_id && !seq->finished) found = seq.get();
   if (!found) return false;
-  finish(*found, "cancelled", "", {});  // a choice request's other scoring sequences end with it
+  finish(*found, "cancelled", "", ErrorKind::None, {});  // a choice request's other scoring sequences end with it
   drop_finished();
   return true;
 }
@@ -161,18 +168,18 @@ void Scheduler::drop_finished() {
 
 void Scheduler::cancel_all(const std::string& why) {
   for (auto& seq : waiting_)
-    if (!seq->finished) finish(*seq, "cancelled", why, {});
+    if (!seq->finished) finish(*seq, "cancelled", why, ErrorKind::None, {});
   for (auto& seq : running_)
-    if (!seq->finished) finish(*seq, "cancelled", why, {});
+    if (!seq->finished) finish(*seq, "cancelled", why, ErrorKind::None, {});
   waiting_.clear();
   running_.clear();
 }
 
-void Scheduler::fail_all(const std::string& error) {
+void Scheduler::fail_all(const std::string& error, ErrorKind kind) {
   for (auto& seq : waiting_)
-    if (!seq->finished) finish(*seq, "error", error, {});
+    if (!seq->finished) finish(*seq, "error", error, kind, {});
   for (auto& seq : running_)
-    if (!seq->finished) finish(*seq, "error", error, {});
+    if (!seq->finished) finish(*seq, "error", error, kind, {});
   waiting_.clear();
   running_.clear();
 }

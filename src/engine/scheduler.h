@@ -61,7 +61,7 @@ class Scheduler {
   // Finishes every held request: "cancelled" with `why` as the error (engine shutdown).
   void cancel_all(const std::string& why);
   // Finishes every held request with "error" (the engine hit a bug it cannot pin on one request).
-  void fail_all(const std::string& error);
+  void fail_all(const std::string& error, ErrorKind kind);
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   // Runs one step of the runner (ViT for the step's new images, then the LLM). Returns whether anything ran.
   bool step();
@@ -98,12 +98,13 @@ class Scheduler {
     int encode_tiles = 0;
   };
 
-  std::string check_limits(const PreparedRequest& request) const;
+  // "" when the request fits; else what it breaks, and *kind says whose fault that is.
+  std::string check_limits(const PreparedRequest& request, ErrorKind* kind) const;
   std::unique_ptr<Sequence> make_sequence(PreparedRequest request) const;
   void drop_finished();  // out of waiting_ and running_
   // Choices (choice_scoring.cc).
   void add_choices(PreparedRequest request);
-  void on_choice_scored(Sequence& seq, const std::string& reason, const std::string& error);
+  void on_choice_scored(Sequence& seq, const std::string& reason, const std::string& error, ErrorKind kind);
   void compute_block_hashes(Sequence& seq) const;
   enum class Admission { Admitted, NoRoom, WaitsForPrefix };
   Admission admit(Sequence& seq);
@@ -119,10 +120,13 @@ class Scheduler {
 
   // Output side (sequence_output.cc).
   void on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult& result);
-  void finish(Sequence& seq, const std::string& reason, const std::string& error, RequestEvent event);
-  void fail_sequence(Sequence* seq, const std::string& error);
+  // error_kind: what a failure ("error" reason) was; None otherwise.
+  void finish(Sequence& seq, const std::string& reason, const std::string& error, ErrorKind error_kind,
+              RequestEvent event);
+  void fail_sequence(Sequence* seq, const std::string& error, ErrorKind kind = ErrorKind::Internal);
   void release_resources(Sequence& seq);
-  void emit_final_without_sequence(const PreparedRequest& request, const std::string& reason, const std::string& error);
+  void emit_final_without_sequence(const PreparedRequest& request, const std::string& reason, const std::string& error,
+                                   ErrorKind kind);
 
   ModelRunner& runner_;
   const Tokenizer* tokenizer_;

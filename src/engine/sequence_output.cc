@@ -13,7 +13,7 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
     FOVEA_CHECK(result.answer_logprobs.size() == chunk.answer_ids.size(), "runner returned ",
                 result.answer_logprobs.size(), " choice log-probs for ", chunk.answer_ids.size(), " tokens");
     seq.choice_logprobs = result.answer_logprobs;
-    finish(seq, "stop", "", {});
+    finish(seq, "stop", "", ErrorKind::None, {});
     return;
   }
   RequestEvent event;
@@ -57,19 +57,21 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
     if (seq.stop_matcher->stopped()) reason = "stop";
     event.text_delta += seq.stop_matcher->flush();
   }
-  finish(seq, reason, "", std::move(event));
+  finish(seq, reason, "", ErrorKind::None, std::move(event));
 }
 
-void Scheduler::finish(Sequence& seq, const std::string& reason, const std::string& error, RequestEvent event) {
+void Scheduler::finish(Sequence& seq, const std::string& reason, const std::string& error, ErrorKind error_kind,
+                       RequestEvent event) {
   release_resources(seq);
   seq.finished = true;
   if (seq.choice_group) {
-    on_choice_scored(seq, reason, error);
+    on_choice_scored(seq, reason, error, error_kind);
     return;
   }
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
+  event.error_kind = reason == "error" ? error_kind : ErrorKind::None;
   event.answer_logprobs = seq.answer_logprobs;
   event.first_logits = std::move(seq.first_logits);
   event.prompt_tokens = seq.prompt_len;
@@ -78,9 +80,9 @@ void Scheduler::finish(Sequence& seq, const std::string& reason, const std::stri
   sink_(seq.id, event);
 }
 
-void Scheduler::fail_sequence(Sequence* seq, const std::string& error) {
+void Scheduler::fail_sequence(Sequence* seq, const std::string& error, ErrorKind kind) {
   if (seq->finished) return;
-  finish(*seq, "error", error, {});
+  finish(*seq, "error", error, kind, {});
 }
 
 void Scheduler::release_resources(Sequence& seq) {
@@ -94,11 +96,12 @@ void Scheduler::release_resources(Sequence& seq) {
 }
 
 void Scheduler::emit_final_without_sequence(const PreparedRequest& request, const std::string& reason,
-                                            const std::string& error) {
+                                            const std::string& error, ErrorKind kind) {
   RequestEvent event;
   event.finished = true;
   event.finish_reason = reason;
   event.error = error;
+  event.error_kind = reason == "error" ? kind : ErrorKind::None;
   event.prompt_tokens = int(request.prompt.size());
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - request.submitted).count();
   sink_(request.id, event);

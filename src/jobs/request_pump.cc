@@ -77,6 +77,7 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
           failed.final.finished = true;
           failed.final.finish_reason = "error";
           failed.final.error = error;
+          failed.final.error_kind = ErrorKind::InvalidRequest;  // its input could not be read or resolved
           mailbox->post(std::move(failed));
           ++in_flight;
           continue;
@@ -97,6 +98,8 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
         failed.final.finished = true;
         failed.final.finish_reason = "error";
         failed.final.error = e.what();
+        // Refused by a failed engine (a dispatcher with none left says so in its message) or our own problem.
+        failed.final.error_kind = is_engine_failure_error(e.what()) ? ErrorKind::EngineFailed : ErrorKind::Internal;
         mailbox->post(std::move(failed));
         have_pending = false;
         ++in_flight;
@@ -105,7 +108,7 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
     std::vector<FinishedRequest> finished = mailbox->take(queue_full ? 20 : 250);
     in_flight -= finished.size();
     std::erase_if(finished, [&](const FinishedRequest& f) {
-      if (!is_engine_failure_error(f.final.error) || retries[f.index] >= callbacks.engine_failure_retries)
+      if (f.final.error_kind != ErrorKind::EngineFailed || retries[f.index] >= callbacks.engine_failure_retries)
         return false;
       retries[f.index]++;
       retry.push_back(f.index);

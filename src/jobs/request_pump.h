@@ -27,7 +27,7 @@ struct PumpCallbacks {
   std::function<void(std::vector<FinishedRequest>& finished)> on_finished;
   // Called at least every few hundred milliseconds while jobs run (progress display).
   std::function<void()> on_tick;
-  // A job whose request failed because its engine failed (is_engine_failure_error) is built and submitted again
+  // A job whose request failed because its engine failed (ErrorKind::EngineFailed) is built and submitted again
   // up to this many times; behind the data-parallel dispatcher it then runs on another engine.
   int engine_failure_retries = 0;
 };

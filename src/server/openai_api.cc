@@ -383,9 +383,9 @@ Json models_json(const std::string& model_name, int64_t created) {
                                          {"owned_by", "fovea"}}})}};
 }
 
-// The engine reports failures as text. A request cancelled by the server's shutdown is 503; an image it could
-// not decode, a prompt longer than the model's context or the KV pool, or a parameter out of range is the
-// client's fault (400, before any token); anything else is ours (500).
+// A request cancelled by the server's shutdown is 503; a failure whose ErrorKind is the request's own (a bad
+// parameter, an image it could not read, a prompt beyond the context or the KV pool) is 400, with the OpenAI
+// codes invalid_image and context_length_exceeded; anything else is ours (500).
 ApiError engine_error(const RequestEvent& event) {
   ApiError e;
   e.message = event.error;
@@ -396,17 +396,11 @@ ApiError engine_error(const RequestEvent& event) {
     e.code = "unavailable";
     return e;
   }
-  std::string m = event.error;
-  for (char& c : m) c = char(std::tolower(static_cast<unsigned char>(c)));
-  const bool context = m.find("context length") != std::string::npos || m.find("kv positions") != std::string::npos;
-  bool client_fault = context;
-  for (const char* phrase : {"image", "decode", "too long", "must be", "outside the vocabulary", "empty prompt"})
-    client_fault = client_fault || m.find(phrase) != std::string::npos;
-  client_fault = client_fault && event.completion_tokens == 0;
+  const bool client_fault = is_client_error(event.error_kind);
   e.status = client_fault ? 400 : 500;
   e.type = client_fault ? "invalid_request_error" : "server_error";
-  if (client_fault && context) e.code = "context_length_exceeded";
-  else if (client_fault && m.find("image") != std::string::npos) e.code = "invalid_image";
+  if (event.error_kind == ErrorKind::ContextLength || event.error_kind == ErrorKind::InvalidImage)
+    e.code = error_kind_name(event.error_kind);
   return e;
 }
 

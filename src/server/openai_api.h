@@ -76,8 +76,8 @@ Json models_json(const std::string& model_name, int64_t created);
 // a client's file name): it becomes U+FFFD instead of making the response throw.
 std::string dump(const Json& j);
 
-// The error answered for a request the engine failed. An image it could not decode is the client's fault (400);
-// anything else is ours (500). Used by the server and by `fovea run`'s OpenAI batch output.
+// The error answered for a request the engine failed, from its ErrorKind: the request's own fault is 400, ours
+// 500, shutdown 503. Used by the server and by `fovea run`'s OpenAI batch output.
 ApiError engine_error(const RequestEvent& event);
 
 // "stop" / "length" for OpenAI; anything else from the engine maps to "stop".

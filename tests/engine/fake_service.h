@@ -72,6 +72,7 @@ class FakeService final : public InferenceService {
     if (!request.images.empty() && request.images[0].bytes == "bad") {
       final.finish_reason = "error";
       final.error = "cannot decode image " + request.images[0].label;
+      final.error_kind = ErrorKind::InvalidImage;
     } else {
       final.finish_reason = "length";
       for (int i = 0; i < request.params.max_tokens; ++i) {

@@ -51,12 +51,13 @@ class HoldingEngine final : public InferenceService {
   std::string model_name() const override { return "fake"; }
   std::string token_text(int32_t) const override { return ""; }
 
-  // Sends request k's final event (an error when given).
-  void finish(size_t k, const std::string& error = "") {
+  // Sends request k's final event (an error of that kind when given).
+  void finish(size_t k, const std::string& error = "", ErrorKind kind = ErrorKind::EngineFailed) {
     RequestEvent ev;
     ev.finished = true;
     ev.finish_reason = error.empty() ? "length" : "error";
     ev.error = error;
+    ev.error_kind = error.empty() ? ErrorKind::None : kind;
     finished += error.empty();
     held.at(k).callback(ev);
   }
@@ -210,6 +211,7 @@ class FlakyEngine final : public InferenceService {
       final.finished = true;
       final.finish_reason = fail ? "error" : "length";
       if (fail) final.error = std::string(kEngineFailedPrefix) + ": device lost";
+      if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
     });
     return n;

@@ -156,6 +156,7 @@ TEST_F(EngineFake, AFailedDeviceFailsEverythingHeldAndRefusesMore) {
     EXPECT_EQ(last.finish_reason, "error");
     EXPECT_TRUE(is_engine_failure_error(last.error)) << last.error;
     EXPECT_NE(last.error.find("injected device failure"), std::string::npos) << last.error;
+    EXPECT_EQ(last.error_kind, ErrorKind::EngineFailed);
   }
   try {
     engine->submit(image_request(1, "more"), collector_.callback_for("refused"));
@@ -213,6 +214,32 @@ TEST_F(EngineFake, EnginesShareOnePreprocessingPool) {
   b->drain();
   EXPECT_EQ(collector_.get("b3").last.finish_reason, "length");
   EXPECT_EQ(b->stats().kv_blocks_used, 0);
+}
+
+// Every failure says whose fault it is (ErrorKind), which the server turns into 400 or 500 and an OpenAI code.
+TEST_F(EngineFake, FailuresCarryTheirKind) {
+  auto engine = make_engine();
+  Request bad_image = image_request(1, "What is this?");
+  bad_image.images[0].bytes = "this is not an image";
+  Request bad_top_p = image_request(2, "What is this?");
+  bad_top_p.params.top_p = 2.0f;
+  Request too_long = image_request(3, "");
+  for (int i = 0; i < 20000; ++i) too_long.prompt += "word ";
+  Request too_many_answers = image_request(4, "What is this?");
+  too_many_answers.params.answers.assign(1000, "yes");
+  engine->submit(bad_image, collector_.callback_for("image"));
+  engine->submit(bad_top_p, collector_.callback_for("top_p"));
+  engine->submit(too_long, collector_.callback_for("long"));
+  engine->submit(too_many_answers, collector_.callback_for("answers"));
+  engine->submit(image_request(5, "What is this?"), collector_.callback_for("good"));
+  engine->drain();
+  const auto kind = [&](const std::string& name) { return collector_.get(name).last.error_kind; };
+  EXPECT_EQ(kind("image"), ErrorKind::InvalidImage) << collector_.get("image").last.error;
+  EXPECT_EQ(kind("top_p"), ErrorKind::InvalidRequest) << collector_.get("top_p").last.error;
+  EXPECT_EQ(kind("long"), ErrorKind::ContextLength) << collector_.get("long").last.error;
+  EXPECT_EQ(kind("answers"), ErrorKind::InvalidRequest) << collector_.get("answers").last.error;
+  EXPECT_EQ(kind("good"), ErrorKind::None);
+  EXPECT_EQ(collector_.get("good").last.finish_reason, "length");
 }
 
 TEST_F(EngineFake, RepeatedImageIsAVisionCacheHit) {

@@ -183,7 +183,7 @@ TEST(Scheduler, ADeviceErrorIsNotOneStepsFailureButTheEngines) {
   Harness h;
   h.scheduler.add(make_request(1, PromptSpec{text(5), {{FakeRunner::kDeviceLostPixel, 1}}, text(2)}));
   EXPECT_THROW(h.scheduler.step(), DeviceError);  // the engine (engine.cc) fails everything it holds
-  h.scheduler.fail_all("engine failed: fake");
+  h.scheduler.fail_all("engine failed: fake", ErrorKind::EngineFailed);
   EXPECT_EQ(h.finals[1].finish_reason, "error");
   EXPECT_EQ(h.scheduler.blocks().used_blocks(), 0);
 }

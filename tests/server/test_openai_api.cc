@@ -224,6 +224,37 @@ TEST(OpenAiJson, LogprobContentTrimsTopList) {
 namespace fovea {
 namespace {
 
+// The status and code come from the failure's kind, not its wording: an image the ViT failed to encode is our
+// fault (500) although its message names an image; a context overflow is the client's (400) whatever it says.
+TEST(OpenAiJson, EngineErrorsMapTheirKind) {
+  const auto error_for = [](ErrorKind kind, const std::string& message) {
+    RequestEvent event;
+    event.finished = true;
+    event.finish_reason = "error";
+    event.error = message;
+    event.error_kind = kind;
+    return openai::engine_error(event);
+  };
+  const openai::ApiError image = error_for(ErrorKind::InvalidImage, "image #1 (a.jpg): bad JPEG");
+  EXPECT_EQ(image.status, 400);
+  EXPECT_EQ(image.code, "invalid_image");
+  const openai::ApiError context = error_for(ErrorKind::ContextLength, "needs 9000 KV positions");
+  EXPECT_EQ(context.status, 400);
+  EXPECT_EQ(context.code, "context_length_exceeded");
+  EXPECT_EQ(context.type, "invalid_request_error");
+  const openai::ApiError param = error_for(ErrorKind::InvalidRequest, "top_p must be in (0, 1]");
+  EXPECT_EQ(param.status, 400);
+  EXPECT_EQ(param.code, "");
+  EXPECT_EQ(error_for(ErrorKind::Internal, "image encoding failed: out of memory").status, 500);
+  const openai::ApiError device = error_for(ErrorKind::EngineFailed, "engine failed: CUDA error");
+  EXPECT_EQ(device.status, 500);
+  EXPECT_EQ(device.type, "server_error");
+  RequestEvent cancelled;
+  cancelled.finished = true;
+  cancelled.finish_reason = "cancelled";
+  EXPECT_EQ(openai::engine_error(cancelled).status, 503);
+}
+
 TEST(Metrics, EachEngineHasItsOwnLabelledSeries) {
   EngineStats s;
   EXPECT_EQ(render_metrics(s, ServerCounters{}).find("fovea_engine_up"), std::string::npos);  // a lone engine
