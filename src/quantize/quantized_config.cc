@@ -14,14 +14,17 @@ using Json = nlohmann::ordered_json;
 
 // The modules left dense name the ViT and the projector in both layouts (original: vision_model, mlp1; -hf:
 // vision_tower, multi_modal_projector): a loader that matched only one would take the other's dense linears
-// for quantized ones with missing scales (transformers did, on an -hf checkpoint).
+// for quantized ones with missing scales (transformers did, on an -hf checkpoint). AWQ's list is matched by
+// substring in vLLM and AutoAWQ but from the start of the module path in transformers, so the -hf names also
+// come with their "model." prefix.
 Json quantization_config(const QuantizeOptions& opt, const std::string& llm_blocks) {
   const int group = opt.group;
   switch (opt.method) {
     case QuantizeMethod::Awq: {
       Json skip = Json::array({"lm_head", "output"});
       if (!opt.include_vision)
-        skip.insert(skip.begin(), {"vision_model", "mlp1", "vision_tower", "multi_modal_projector"});
+        skip.insert(skip.begin(), {"vision_model", "mlp1", "vision_tower", "multi_modal_projector", "model.vision_tower",
+                                   "model.multi_modal_projector"});
       return {{"quant_method", "awq"}, {"bits", 4},           {"group_size", group},
               {"zero_point", true},    {"version", "gemm"},   {"modules_to_not_convert", skip}};
     }
