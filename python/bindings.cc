@@ -221,7 +221,7 @@ class Batch {
   }
 
   // (index, text, tokens, logprobs [(token, text, logprob, [(token, text, logprob)])], answer_logprobs dict,
-  //  finish_reason, error, prompt_tokens, completion_tokens, ms, choice_logprobs [one per choice])
+  //  finish_reason, error, prompt_tokens, completion_tokens, ms, choice_logprobs [one per choice], error_kind)
   nb::tuple convert(const FinishedRequest& f) const {
     const RequestEvent& ev = f.final;
     nb::list tokens, logprobs;
@@ -237,9 +237,13 @@ class Batch {
     if (error.empty() && (ev.finish_reason == "error" || ev.finish_reason == "cancelled")) error = ev.finish_reason;
     nb::list choices;
     for (float value : ev.choice_logprobs) choices.append(value);
+    // A failure without a kind (cancelled by the caller, lost by the pump) counts as ours.
+    const ErrorKind kind = error.empty() ? ErrorKind::None
+                           : ev.error_kind == ErrorKind::None ? ErrorKind::Internal : ev.error_kind;
     return nb::make_tuple(f.index, utf8(f.text), tokens, logprobs, answers, ev.finish_reason,
                           error.empty() ? nb::none() : nb::object(utf8(error)), ev.prompt_tokens,
-                          ev.completion_tokens, ev.ms, choices);
+                          ev.completion_tokens, ev.ms, choices,
+                          kind == ErrorKind::None ? nb::none() : nb::object(nb::str(error_kind_name(kind))));
   }
 
   std::shared_ptr<InferenceService> service_;

@@ -29,9 +29,9 @@ def make_job(*, images: List[bytes], labels: List[str], prompt: str, system: str
              answers: List[str], choices: List[str], tiling: str, max_tiles: int, error: str) -> Job: ...
 
 # (index, text, tokens, [(token, text, logprob, [(token, text, logprob)])], answer_logprobs, finish_reason, error,
-#  prompt_tokens, completion_tokens, ms, choice_logprobs)
+#  prompt_tokens, completion_tokens, ms, choice_logprobs, error_kind)
 RawResult = Tuple[int, str, List[int], List[Tuple[int, str, float, List[Tuple[int, str, float]]]], Dict[str, float],
-                  str, Optional[str], int, int, float]
+                  str, Optional[str], int, int, float, List[float], Optional[str]]
 
 class Batch:
     def next(self) -> Optional[List[RawResult]]: ...

@@ -94,7 +94,10 @@ class TokenLogprob:
 @dataclasses.dataclass
 class Result:
     """The outcome of one Request. `error` is None on success, else a message (e.g. the image could not be
-    decoded); `index` is the request's position in the call's input. `answer_logprobs` maps each of the
+    decoded), and `error_kind` says whose fault: "invalid_request" (also any input rejected before the engine),
+    "invalid_image", "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the
+    device failed; another engine may serve it) or "internal". `index` is the request's position in the call's
+    input. `answer_logprobs` maps each of the
     request's `answers` to its log-probability (-inf where it is not a single known token); `logprobs` is None
     unless the request asked for it."""
 
@@ -109,6 +112,7 @@ class Result:
     completion_tokens: int = 0
     ms: float = 0.0
     choice_logprobs: Dict[str, float] = dataclasses.field(default_factory=dict)
+    error_kind: Optional[str] = None
 
     @property
     def ok(self) -> bool:
@@ -118,7 +122,7 @@ class Result:
 def make_result(raw: Tuple, request: Request) -> Result:
     """A Result from the native tuple (python/bindings.cc, Batch::convert)."""
     (index, text, tokens, logprobs, answers, finish_reason, error, prompt_tokens, completion_tokens, ms,
-     choices) = raw
+     choices, error_kind) = raw
     token_logprobs = None
     if request.logprobs is not None:
         token_logprobs = [TokenLogprob(token, token_text, value,
@@ -127,7 +131,7 @@ def make_result(raw: Tuple, request: Request) -> Result:
     answer_logprobs = {a: answers.get(a, -math.inf) for a in (request.answers or ())} if error is None else {}
     choice_logprobs = dict(zip(request.choices or (), choices)) if error is None else {}
     return Result(index, text, tokens, token_logprobs, answer_logprobs, finish_reason, error, prompt_tokens,
-                  completion_tokens, ms, choice_logprobs)
+                  completion_tokens, ms, choice_logprobs, error_kind)
 
 
 def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:

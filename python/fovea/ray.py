@@ -23,7 +23,8 @@ class Predictor:
     """A callable class for `Dataset.map_batches`: reads the image column ("bytes" as read_binary_files gives
     it, else "image": bytes, a path or an HWC array, or `image_column`) and the prompt column ("prompt", or one
     `prompt` for every row), and adds "answer" (the text, None on error), "answer_logprobs" (a JSON object
-    {answer: log-prob} when `answers` is given, else None) and "error" (None or a message) columns. The image
+    {answer: log-prob} when `answers` is given, else None), "error" (None or a message) and "error_kind" (None or
+    Result.error_kind: e.g. "invalid_image", or "engine_failed", worth a retry) columns. The image
     column is dropped from the output unless `keep_image` (encoded bytes do not belong in a JSON file). Other
     keyword arguments go to fovea.Engine (backend, gpus, quantization, tiling, max_tiles, kv_blocks, ...).
     A corrupt image fails only its row."""
@@ -58,6 +59,7 @@ class Predictor:
         out["answer_logprobs"] = _objects([_json_logprobs(r.answer_logprobs) if r.ok and self.answers else None
                                            for r in results])
         out["error"] = _objects([r.error for r in results])
+        out["error_kind"] = _objects([r.error_kind for r in results])
         if isinstance(batch, dict):
             return out
         import pandas as pd

@@ -105,6 +105,9 @@ def test_corrupt_and_missing_images_fail_only_their_request(llm, images, tmp_pat
     assert "corrupt.png" in results[1].error
     assert "missing.png" in results[3].error
     assert "image #1 (bytes)" in results[4].error and "shape" in results[5].error
+    # Decoded by the engine: invalid_image; refused in Python before it (no file, a bad array): invalid_request.
+    assert [r.error_kind for r in results] == [None, "invalid_image", None, "invalid_request", "invalid_image",
+                                               "invalid_request", None]
     alone = llm.generate([requests[0], requests[2], requests[6]])
     assert [r.tokens for r in alone] == [results[0].tokens, results[2].tokens, results[6].tokens]
     with pytest.raises(ValueError):
@@ -139,7 +142,7 @@ def test_chat_messages_and_logprobs(llm, images):
     bad_chat = fovea.Request(messages=[{"role": "robot", "content": "hi"}])
     a, b, bad = llm.generate([plain, chat, bad_chat])
     assert a.ok and b.ok and a.tokens == b.tokens
-    assert "role" in bad.error
+    assert "role" in bad.error and bad.error_kind == "invalid_request"
     assert [lp.token for lp in a.logprobs] == a.tokens
     for lp, lp_chat in zip(a.logprobs, b.logprobs):
         assert lp.logprob == lp_chat.logprob and lp.logprob <= 0 and len(lp.top) == 2

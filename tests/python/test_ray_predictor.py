@@ -47,7 +47,7 @@ def test_ray_data_batch(demo_model, tmp_path):
     assert all("bytes" not in r for r in rows)
     bad = [r for r in rows if r["error"]]
     assert sorted(os.path.basename(r["path"]) for r in bad) == [f"bad{i}.jpg" for i in range(CORRUPT)]
-    assert all(r["answer"] is None for r in bad)
+    assert all(r["answer"] is None and r["error_kind"] == "invalid_image" for r in bad)
 
     # The same answers as the Python API on the same images, log-prob for log-prob.
     options = {k: v for k, v in engine_options.items() if k not in ("model", "prompt", "answers")}
