@@ -56,6 +56,9 @@ BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
   r.error = f.final.error;
   if (r.error.empty() && f.final.finish_reason == "error") r.error = "failed";
   if (r.error.empty() && f.final.finish_reason == "cancelled") r.error = "cancelled";
+  // A failure without a kind (cancelled, lost) counts as ours.
+  if (!r.error.empty())
+    r.error_kind = error_kind_name(f.final.error_kind == ErrorKind::None ? ErrorKind::Internal : f.final.error_kind);
   r.ms = f.final.ms;
   r.has_answers = !task.answers.empty();
   for (const auto& answer : task.answers) {

@@ -117,6 +117,7 @@ std::string result_line(const BatchResult& r) {
     j["choice_logprobs"] = lp;
   }
   if (!r.error.empty()) j["error"] = r.error;
+  if (!r.error.empty() && !r.error_kind.empty()) j["error_kind"] = r.error_kind;
   j["ms"] = std::round(r.ms * 100.0) / 100.0;
   // Invalid UTF-8 in generated text must not make dump() throw and lose the record.
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

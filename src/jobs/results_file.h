@@ -38,11 +38,12 @@ struct BatchResult {
   bool has_answers = false;                                    // the task asked for answers
   std::vector<std::pair<std::string, float>> choice_logprobs;  // written as "choice_logprobs" when non-empty
   std::string error;
+  std::string error_kind;  // with error: error_kind_name() of the failure (fovea/error_kind.h)
   double ms = 0;
 };
 
 // One JSONL line (with its '\n'), keys in the documented order: id, text, tokens, logprobs?, choice_logprobs?,
-// error?, ms.
+// error?, error_kind?, ms.
 std::string result_line(const BatchResult& result);
 
 class ResultsWriter {

@@ -108,9 +108,11 @@ TEST(ResultLine, KeysInOrderAndAnswersOnlyWhenAsked) {
   EXPECT_EQ(result_line(r), "{\"id\":\"x\",\"text\":\"是\",\"tokens\":[5,6],\"logprobs\":{\"是\":-0.5,\"否\":null},\"ms\":12.35}\n");
   r.has_answers = false;
   r.error = "bad";
+  r.error_kind = "invalid_image";
   r.text = std::string("\xff", 1);  // invalid UTF-8 must not lose the record
   const auto j = nlohmann::json::parse(result_line(r));
   EXPECT_EQ(j["error"], "bad");
+  EXPECT_EQ(j["error_kind"], "invalid_image");
   EXPECT_FALSE(j.contains("logprobs"));
 }
 
