@@ -395,14 +395,16 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   p.max_blocks_per_seq = a.max_blocks_per_seq;
   p.block_size = a.block_size;
   p.num_blocks = a.num_blocks;
-  // Steps whose rows of a (sequence, KV head) fit one 16-row tile take the split-KV decode kernel
-  // (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old; it writes the same partials, merged below.
+  // Batch invariant: one kernel configuration and no split-KV, whatever the step's shape, so a row's sums run in
+  // the same order however many rows share the call.
   if (a.batch_invariant) {
     p.num_splits = 1;
     if (a.num_seqs == 0 || a.max_q_len == 0) return;
     if (uses_mma(p.head_dim)) return launch_variant<PrefillConfig>(p, a.num_seqs, a.max_q_len, stream);
     return launch(p, a.num_seqs, a.max_q_len, stream);  // the SIMT kernel: one choice already
   }
+  // Steps whose rows of a (sequence, KV head) fit one 16-row tile take the split-KV decode kernel
+  // (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old; it writes the same partials, merged below.
   const SplitDecodePlan decode = plan_split_decode(a, p.group, kMaxSplits);
   p.num_splits = decode.use ? decode.splits : choose_splits(a, p.group);
   if (p.num_splits > 1) {
