@@ -4,6 +4,7 @@
 // GPTQ and AWQ both see the dense model's activations (not those of already-quantized earlier layers).
 #include "quantize/quantize_checkpoint.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -272,11 +273,19 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& opt, const QuantizePr
   const fs::path out(opt.out_dir);
   copy_side_files(opt.model_dir, out);
   write_safetensors((out / "model.safetensors").string(), q.output(), {{"format", "pt"}});
-  // The LLM's decoder layers ("model.language_model.layers", "language_model.model.layers"): GPTQ loaders
-  // quantize the linears of these blocks only.
+  // The LLM's decoder layers: GPTQ loaders quantize the linears of these blocks only, and they compare the name
+  // with module paths, not tensor names. An -hf checkpoint with the legacy tensor names
+  // ("language_model.model.layers.*") is renamed on load by transformers >= 4.52 to its module path
+  // "model.language_model.layers.*"; given the tensor prefix, transformers converted nothing and reported every
+  // packed tensor missing. The original layout's module path is its tensor prefix.
   const std::string& first = layers.at(0).by_input[0].at(0);
   const size_t at = first.find(".layers.");
-  const std::string blocks = at == std::string::npos ? std::string() : first.substr(0, at + 7);
+  std::string blocks = at == std::string::npos ? std::string() : first.substr(0, at + 7);
+  const std::vector<std::string> names = set.names();
+  const bool hf_layout = std::any_of(names.begin(), names.end(), [](const std::string& n) {
+    return n.find("vision_tower.") != std::string::npos || n.find("multi_modal_projector.") != std::string::npos;
+  });
+  if (hf_layout && blocks == "language_model.model.layers") blocks = "model.language_model.layers";
   summary.config_source =
       write_quantized_config(opt, fs::path(opt.model_dir) / "config.json", out / "config.json", blocks);
   summary.linears = q.linears();

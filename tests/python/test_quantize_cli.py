@@ -189,7 +189,7 @@ def test_hf_checkpoint_names_its_dense_modules_in_its_own_layout(tmp_path):
     """An -hf checkpoint's ViT and projector stay dense, and the config says so in names a loader of that layout
     matches: FP8's compressed-tensors `ignore` regexes cover every dense linear left (transformers took the ViT's
     linears for quantized ones with missing scales when only the original layout's names were listed), and GPTQ's
-    block_name_to_quantize is the decoder's layers, where every packed weight lives."""
+    block_name_to_quantize is the module path of the decoder's layers, where every packed weight lives."""
     import re
     for method in ("fp8", "rtn"):
         out = tmp_path / method
@@ -207,8 +207,11 @@ def test_hf_checkpoint_names_its_dense_modules_in_its_own_layout(tmp_path):
             assert not unmatched, unmatched
             assert not [n for n in names if n.endswith("weight_scale") and n[:-len(".weight_scale")] in dense]
         else:
+            # A module path: transformers (>= 4.52) renames the legacy -hf tensor names on load
+            # (language_model.model.* -> model.language_model.*) and matches the block name against the result.
             blocks = config["block_name_to_quantize"]
-            packed = [n for n in names if n.endswith(".qweight")]
+            packed = [re.sub(r"^language_model\.model\.", "model.language_model.", n) for n in names
+                      if n.endswith(".qweight")]
             assert packed and all(n.startswith(blocks + ".") for n in packed), (blocks, packed[:3])
 
 
