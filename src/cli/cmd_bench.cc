@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "cli/command.h"
+#include "cli/engine_options.h"
 #include "core/error.h"
 #include "model/model_desc.h"
 #include "jobs/bench_report.h"
@@ -50,37 +51,23 @@ const char* kUsage =
     "usage: fovea bench --model DIR (--photos DIR [--count N] | --images DIR [--count N]) [options]\n"
     "  --photos DIR: the listing-photo mix (crop + resize to the resolution mix, JPEG q88) from these photos\n"
     "  --images DIR: the files as they are (each once unless --count)\n"
-    "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)  --max-tiles N\n"
+    "  --prompt TEXT (default: the bunk-bed question of PERF.md)  --max-tokens N (1)\n"
     "  --questions K (1..16): ask every image K distinct questions (--prompt first), one request each, the\n"
     "    image's questions submitted together; QPM counts questions; reports prompt tokens computed vs needed\n"
-    "  --first-tokens FILE: one JSON line per request {image, question, tokens}  --no-prefix-cache\n"
-    "  --policy official|compact  --backend cpu|cuda|auto  --concurrency N (256)  --warmup N (2)  --seed N\n"
-    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
+    "  --first-tokens FILE: one JSON line per request {image, question, tokens}\n"
+    "  --concurrency N (256)  --warmup N (2)  --seed N\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
-    "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
-    "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
-    "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "  --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all (W8A8 E4M3\n"
-    "    for the LLM's projections;\n"
-    "    scales per tensor, per channel x per token, 128x128 x 1x128 blocks, or per channel x 1x128;\n"
-    "    fp8 = fp8-channel;\n"
-    "    fp8-all: fp8 for the ViT's linears too)\n"
-    "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
-    "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
-    "  --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
+    "  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR  --decode-reps N (2)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
 
-struct UsageError {
-  std::string message;
-};
-
 struct BenchConfig {
   EngineConfig engine;
-  std::string photos, images, prompt, json_path, svg_path, save_dir, policy;
+  TilingOptions tiling;
+  std::string photos, images, prompt, json_path, svg_path, save_dir;
   std::string first_tokens_path;
-  int count = 0, max_tokens = 1, max_tiles = 0, concurrency = 256, warmup = 2, decode_reps = 2, questions = 1;
+  int count = 0, max_tokens = 1, concurrency = 256, warmup = 2, decode_reps = 2, questions = 1;
   uint64_t seed = 0;
   std::vector<int> gemm;
   double gemm_seconds = 2.0;
@@ -88,66 +75,42 @@ struct BenchConfig {
 
 BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   const Args args(raw);
-  try {
-    args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
-                     "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
-                     "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--decode-reps", "--questions", "--first-tokens",
-                     "--no-prefix-cache", "--gpus", "--replicas", "--help"});
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    throw UsageError{m.substr(m.find("unknown option"))};
-  }
-  if (args.has("--help")) throw UsageError{""};
+  std::vector<std::string> known = engine_option_flags();
+  known.insert(known.end(), {"--photos", "--images", "--count", "--prompt", "--max-tokens", "--concurrency",
+                             "--warmup", "--seed", "--gemm", "--gemm-seconds", "--json", "--svg", "--save-workload",
+                             "--decode-reps", "--questions", "--first-tokens", "--help"});
+  args.allow_only(known);
+  if (args.has("--help")) throw UsageError("");
   BenchConfig c;
-  c.engine.model_dir = args.get("--model");
+  c.engine = parse_engine_options(args);
+  c.tiling = parse_tiling_options(args);
   c.photos = args.get("--photos");
   c.images = args.get("--images");
-  if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
-  if (c.photos.empty() == c.images.empty()) throw UsageError{"give exactly one of --photos DIR and --images DIR"};
+  if (c.photos.empty() == c.images.empty()) throw UsageError("give exactly one of --photos DIR and --images DIR");
   c.prompt = args.get("--prompt", kDefaultQuestion);
-  c.policy = args.get("--policy", "official");
-  if (c.policy != "official" && c.policy != "compact") throw UsageError{"--policy must be official or compact"};
-  c.engine.backend = args.get("--backend", "auto");
-  c.engine.gpus = args.get("--gpus");
-  c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
-  c.engine.vit_graphs = args.has("--vit-graphs");
-  c.engine.gpu_normalize = !args.has("--cpu-normalize");
-  c.engine.quantization = args.get("--quantization", "none");
-  c.engine.batch_invariant = args.has("--batch-invariant");
-  c.engine.w4 = args.get("--w4", "auto");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");
   c.first_tokens_path = args.get("--first-tokens");
-  c.engine.prefix_cache = !args.has("--no-prefix-cache");
-  try {
-    c.count = args.get_int("--count", c.photos.empty() ? 0 : 32);
-    c.max_tokens = args.get_int("--max-tokens", 1);
-    c.max_tiles = args.get_int("--max-tiles", 0);
-    c.concurrency = args.get_int("--concurrency", 256);
-    c.warmup = args.get_int("--warmup", 2);
-    c.seed = uint64_t(args.get_int("--seed", 0));
-    c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
-    c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
-    c.engine.replicas = args.get_int("--replicas", 1);
-    c.decode_reps = args.get_int("--decode-reps", 2);
-    c.questions = args.get_int("--questions", 1);
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    throw UsageError{m.substr(m.find("--"))};
-  }
+  c.count = args.get_int("--count", c.photos.empty() ? 0 : 32);
+  c.max_tokens = args.get_int("--max-tokens", 1);
+  c.concurrency = args.get_int("--concurrency", 256);
+  c.warmup = args.get_int("--warmup", 2);
+  c.seed = uint64_t(args.get_int("--seed", 0));
+  c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
+  c.decode_reps = args.get_int("--decode-reps", 2);
+  c.questions = args.get_int("--questions", 1);
   if (args.has("--gemm")) {
     const std::string spec = args.get("--gemm");
     int m = 0, n = 0, k = 0;
     char tail = 0;
     if (std::sscanf(spec.c_str(), "%d,%d,%d%c", &m, &n, &k, &tail) != 3 || m <= 0 || n <= 0 || k <= 0)
-      throw UsageError{"--gemm needs M,N,K"};
+      throw UsageError("--gemm needs M,N,K");
     c.gemm = {m, n, k};
   }
   if (c.count < 0 || c.max_tokens < 1 || c.concurrency < 1 || c.warmup < 0 || c.decode_reps < 1)
-    throw UsageError{"bad count option"};
-  if (c.questions < 1 || c.questions > kMaxQuestions) throw UsageError{str("--questions must be 1 to ", kMaxQuestions)};
+    throw UsageError("bad count option");
+  if (c.questions < 1 || c.questions > kMaxQuestions) throw UsageError(str("--questions must be 1 to ", kMaxQuestions));
   return c;
 }
 
@@ -194,8 +157,8 @@ Request make_request(const BenchConfig& c, const WorkloadImage& image, int quest
   r.prompt = question == 0 ? c.prompt : kListingQuestions[question];
   r.params.max_tokens = c.max_tokens;
   r.params.ignore_eos = true;  // a fixed workload: output lengths must not depend on the weights
-  r.tiling = c.policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
-  r.max_tiles = c.max_tiles;
+  r.tiling = c.tiling.tiling;
+  r.max_tiles = c.tiling.max_tiles;
   return r;
 }
 
@@ -325,9 +288,7 @@ int bench_main(const std::vector<std::string>& raw) {
   try {
     c = parse_bench_args(raw);
   } catch (const UsageError& e) {
-    if (!e.message.empty()) std::fprintf(stderr, "fovea bench: %s\n", e.message.c_str());
-    std::fputs(kUsage, stderr);
-    return e.message.empty() ? 0 : 2;
+    return print_usage_error("bench", e, kUsage + engine_options_usage());
   }
   const std::vector<WorkloadImage> images = build_workload(c);
   FOVEA_CHECK(!images.empty(), "the workload is empty");
@@ -348,7 +309,7 @@ int bench_main(const std::vector<std::string>& raw) {
   result.model = service->model_name();
   result.backend = peak.backend;
   result.workload = c.photos.empty() ? "directory" : "listing-photos";
-  result.tiling = c.policy;
+  result.tiling = c.tiling.tiling == TilingPolicy::Compact ? "compact" : "official";
   result.quantization = c.engine.quantization;
   result.gemm = peak;
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli/command.h"
+#include "cli/engine_options.h"
 #include "core/error.h"
 #include "server/api_server.h"
 
@@ -29,26 +30,10 @@ const char* kUsage =
     "         --ca-file PEM (TLS roots; default FOVEA_CA_BUNDLE or the system's)  --s3-endpoint URL\n"
     "  limits: --max-body-bytes N (default 64 MiB)  --max-connections N (1024; at the limit the least recently\n"
     "          active idle connection is closed)  --threads N (handlers, 256)\n"
-    "          --max-queue N (engine queue; beyond it: 429)  --max-images N (per request, 16)\n"
+    "          --max-images N (per request, 16)\n"
     "          --max-body-memory N (request bodies held at once, default 1 GiB; beyond it: 503)\n"
-    "  model: --backend cpu|cuda|auto  --max-tiles N  --policy official|compact  --kv-blocks N\n"
-    "  --gpus all|0,1,3 (one engine per GPU, data parallel)   --replicas N (CPU backend: N engines)\n"
-    "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
-    "         --no-cuda-graphs (launch decode steps op by op)\n"
-    "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "         --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all (W8A8 E4M3\n"
-    "           for the LLM's projections;\n"
-    "           scales per tensor, per channel x per token, 128x128 x 1x128 blocks, or per channel x 1x128;\n"
-    "           fp8 = fp8-channel;\n"
-    "           fp8-all: fp8 for the ViT's linears too)\n"
-    "         --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
-    "           (W4A16) or load them as bf16; auto: packed on CUDA)\n"
-    "         --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
+    "  --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
-
-struct UsageError {
-  std::string message;
-};
 
 struct ServeConfig {
   EngineConfig engine;
@@ -58,27 +43,19 @@ struct ServeConfig {
 
 ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   const Args args(raw);
-  try {
-    args.allow_only({"--model", "--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
-                     "--allow-s3-media", "--ca-file", "--s3-endpoint",
-                     "--max-media-bytes", "--remote-timeout-ms", "--max-body-bytes", "--max-body-memory",
-                     "--max-connections",
-                     "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
-                     "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--gpus", "--replicas", "--help"});
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    throw UsageError{m.substr(m.find("unknown option"))};
-  }
-  if (args.has("--help")) throw UsageError{""};
+  std::vector<std::string> known = engine_option_flags();
+  known.insert(known.end(), {"--host", "--port", "--api-key", "--allowed-media-dir", "--allow-remote-media",
+                             "--allow-s3-media", "--ca-file", "--s3-endpoint", "--max-media-bytes",
+                             "--remote-timeout-ms", "--max-body-bytes", "--max-body-memory", "--max-connections",
+                             "--threads", "--max-images", "--served-model-name", "--default-max-tokens",
+                             "--drain-timeout-s", "--help"});
+  args.allow_only(known);
+  if (args.has("--help")) throw UsageError("");
   ServeConfig c;
-  c.engine.model_dir = args.get("--model");
-  if (c.engine.model_dir.empty()) throw UsageError{"--model DIR is required"};
-  c.engine.cuda_graphs = !args.has("--no-cuda-graphs");
-  c.engine.gpu_normalize = !args.has("--cpu-normalize");
-  c.engine.quantization = args.get("--quantization", "none");
-  c.engine.batch_invariant = args.has("--batch-invariant");
-  c.engine.w4 = args.get("--w4", "auto");
+  c.engine = parse_engine_options(args);
+  const TilingOptions tiling = parse_tiling_options(args);
+  c.api.parse.tiling = tiling.tiling;
+  c.api.parse.max_tiles = tiling.max_tiles;
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");
@@ -88,33 +65,18 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.api.media.allow_s3 = args.has("--allow-s3-media");
   c.api.media.ca_file = args.get("--ca-file");
   c.api.media.s3_endpoint = args.get("--s3-endpoint");
-  c.engine.backend = args.get("--backend", "auto");
-  c.engine.gpus = args.get("--gpus");
-  try {
-    c.api.http.port = args.get_int("--port", 8000);
-    c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
-    c.api.http.max_connections = args.get_int("--max-connections", 1024);
-    c.api.http.max_body_memory = size_t(args.get_double("--max-body-memory", 1024.0 * 1024 * 1024));
-    c.api.http.handler_threads = args.get_int("--threads", 256);
-    c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
-    c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);
-    c.api.parse.max_images = args.get_int("--max-images", 16);
-    c.api.parse.max_tiles = args.get_int("--max-tiles", 0);
-    c.api.parse.default_max_tokens = args.get_int("--default-max-tokens", 256);
-    c.engine.max_queue = args.get_int("--max-queue", c.engine.max_queue);
-    c.engine.kv_blocks = args.get_int("--kv-blocks", 0);
-    c.engine.replicas = args.get_int("--replicas", 1);
-    c.drain_timeout_ms = int(args.get_double("--drain-timeout-s", 30) * 1000);
-  } catch (const Error& e) {
-    const std::string m = e.what();
-    throw UsageError{m.substr(m.find("--"))};
-  }
-  const std::string policy = args.get("--policy", "official");
-  if (policy != "official" && policy != "compact") throw UsageError{"--policy must be official or compact"};
-  c.api.parse.tiling = policy == "compact" ? TilingPolicy::Compact : TilingPolicy::Official;
-  if (c.api.http.port < 0 || c.api.http.port > 65535) throw UsageError{"--port must be 0..65535"};
-  if (c.api.http.max_connections < 1 || c.api.http.handler_threads < 1) throw UsageError{"limits must be positive"};
-  if (c.engine.max_queue < 1) throw UsageError{"--max-queue must be at least 1"};
+  c.api.http.port = args.get_int("--port", 8000);
+  c.api.http.limits.max_body_bytes = size_t(args.get_double("--max-body-bytes", 64.0 * 1024 * 1024));
+  c.api.http.max_connections = args.get_int("--max-connections", 1024);
+  c.api.http.max_body_memory = size_t(args.get_double("--max-body-memory", 1024.0 * 1024 * 1024));
+  c.api.http.handler_threads = args.get_int("--threads", 256);
+  c.api.media.max_bytes = int64_t(args.get_double("--max-media-bytes", 20.0 * 1024 * 1024));
+  c.api.media.remote_timeout_ms = args.get_int("--remote-timeout-ms", 10000);
+  c.api.parse.max_images = args.get_int("--max-images", 16);
+  c.api.parse.default_max_tokens = args.get_int("--default-max-tokens", 256);
+  c.drain_timeout_ms = int(args.get_double("--drain-timeout-s", 30) * 1000);
+  if (c.api.http.port < 0 || c.api.http.port > 65535) throw UsageError("--port must be 0..65535");
+  if (c.api.http.max_connections < 1 || c.api.http.handler_threads < 1) throw UsageError("limits must be positive");
   return c;
 }
 
@@ -173,9 +135,7 @@ int serve_main(const std::vector<std::string>& raw) {
   try {
     config = parse_serve_args(raw);
   } catch (const UsageError& e) {
-    if (!e.message.empty()) std::fprintf(stderr, "fovea serve: %s\n", e.message.c_str());
-    std::fputs(kUsage, stderr);
-    return e.message.empty() ? 0 : 2;
+    return print_usage_error("serve", e, kUsage + engine_options_usage());
   }
   static StopSignal* stop = new StopSignal();  // lives to process exit with its detached thread
   raise_open_files_limit(config.api.http.max_connections);

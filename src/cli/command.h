@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace fovea {
 
 using CommandMain = std::function<int(const std::vector<std::string>& args)>;
@@ -12,7 +14,19 @@ struct CommandRegistration {
   CommandRegistration(const char* name, const char* summary, CommandMain main);
 };
 
-// Tiny argument reader shared by the commands: --flag VALUE, --flag=VALUE, --switch, positionals.
+// A command line the command cannot run (an unknown option, a missing or malformed value): its message names the
+// option, without file:line. main() prints it and exits 2; commands with a usage text print that too
+// (print_usage_error). An empty message is --help.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Prints "fovea COMMAND: message" (unless --help) and the usage; returns the exit status: 0 for --help, else 2.
+int print_usage_error(const char* command, const UsageError& e, const std::string& usage);
+
+// Tiny argument reader shared by the commands: --flag VALUE, --flag=VALUE, --switch, positionals. Malformed
+// values and unknown flags throw UsageError.
 class Args {
  public:
   explicit Args(const std::vector<std::string>& args);

@@ -69,13 +69,14 @@ def test_main_run_ignores_eos_and_single_token_runs_have_no_decode_section(demo,
 
 
 @pytest.mark.parametrize("command", ["run", "serve", "bench"])
-def test_no_cuda_graphs_is_an_option_everywhere(command):
+def test_engine_options_in_every_command(command):
     # allow_only runs before --help: an unknown option exits 2, a known one lets --help print the usage (0).
     r = subprocess.run([FOVEA_BIN, command, "--no-cuda-graphs", "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "--no-cuda-graphs" in r.stderr + r.stdout
     bogus = subprocess.run([FOVEA_BIN, command, "--no-such-option", "--help"], capture_output=True, timeout=60)
     assert bogus.returncode == 2
-    if command != "serve":
-        r = subprocess.run([FOVEA_BIN, command, "--vit-graphs", "--help"], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 0 and "--vit-graphs" in r.stderr + r.stdout
+    # One table of engine options (src/cli/engine_options.cc): every command takes and shows each of them.
+    for flag in ("--vit-graphs", "--max-step-tokens", "--no-prefix-cache", "--max-queue", "--tiling"):
+        r = subprocess.run([FOVEA_BIN, command, flag, "--help"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and flag in r.stderr + r.stdout, flag
