@@ -19,8 +19,8 @@
 #include "fetch/fetch.h"
 #include "fetch/prefetch.h"
 #include "jobs/request_pump.h"
-#include "server/media.h"
-#include "server/openai_api.h"
+#include "media/media.h"
+#include "openai/protocol.h"
 
 namespace nb = nanobind;
 

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
 seconds=${FOVEA_FUZZ_SECONDS:-15}
-tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_jobs
+tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_openai test_media test_jobs
        test_model_load test_safetensors test_tokenizer test_byte_level_bpe)
 mapfile -t fuzzers < <(ls tests/fuzz/corpus)
 start=$(date +%s)

@@ -11,8 +11,8 @@
 #include "core/rate_window.h"
 #include "jobs/progress.h"
 #include "jobs/request_pump.h"
-#include "server/media.h"
-#include "server/openai_api.h"
+#include "media/media.h"
+#include "openai/protocol.h"
 
 namespace fovea {
 namespace {

@@ -4,7 +4,7 @@
 // output lines
 //   {"id": "batch_req_...", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}
 // with a chat.completion body (status 200, error null) or an error body (4xx/5xx, error {code, message}). The
-// request parsing and response building are the server's (server/openai_api.h). Durable and resumable like the
+// request parsing and response building are the server's (openai/protocol.h). Durable and resumable like the
 // tasks format: custom_id is the key, --retry-failed runs error records again.
 #pragma once
 #include <string>

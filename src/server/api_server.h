@@ -11,9 +11,9 @@
 #include <string>
 
 #include "server/http_server.h"
-#include "server/media.h"
+#include "media/media.h"
 #include "server/metrics.h"
-#include "server/openai_api.h"
+#include "openai/protocol.h"
 #include "fovea/engine.h"
 
 namespace fovea {

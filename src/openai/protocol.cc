@@ -1,4 +1,4 @@
-#include "server/openai_api.h"
+#include "openai/protocol.h"
 
 #include <algorithm>
 #include <cctype>

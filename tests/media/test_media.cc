@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "server/media.h"
+#include "media/media.h"
 
 namespace fovea {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/media.h"
+#include "media/media.h"
 
 #include <algorithm>
 #include <fcntl.h>
