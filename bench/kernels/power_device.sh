@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One device call (~6 minutes): how the H200's clocks and power behave under the engine, whether cuBLASLt's first
-# pick is the fastest at the engine's large-M shapes, and the FP8 path's first GPU run.
+# One device call (~5 minutes): how the H200's clocks and power behave under the engine, and the FP8 path.
 #   - nvidia-smi samples clocks, power and throttle reasons every 200 ms for the whole call (smi.csv), with a
 #     phase file (phases.txt: start time and name of each step) to cut it;
 #   - torch: a sustained 8192x4096x28672 GEMM for 12 s (burst vs sustained rate, gemm_sustained.py);
 #   - test_ops (all, LinearFp8 included) and OpsPerf's bf16/fp8 GEMM rows;
-#   - fovea bench (official, 96 requests): default; FOVEA_GEMM_TUNE_MAX_ROWS=1000000 (every shape tuned, the log
-#     lists first pick vs best); --quantization fp8; decode 64 x 256 in bf16 and fp8.
+#   - fovea bench (official, 96 requests): default; --quantization fp8; decode 64 x 256 in bf16 and fp8.
+# (Its tuning step, every large-M shape timed through FOVEA_GEMM_TUNE_MAX_ROWS, went with that switch; the last
+# tree with it: commit fb2dff3.)
 # Binaries from .carry/bin; carry .carry. Summary table last; logs in $OUT/logs.tar.gz.
 set -uo pipefail
 source "$(dirname "$0")/device_common.sh"
@@ -35,19 +35,6 @@ bench() {  # name, then env assignments and extra arguments for fovea bench
   echo "bench $name rc=$? $(python3 -c "import json; d=json.load(open('$logs/bench_$name.json')); s=d['stages']; print('%.1f QPM, gemm peak %.0f, llm %.1f vit %.1f ms/req' % (d['qpm'], d['gemm_peak']['tflops'], s['llm']['ms_per_request'], s['vit']['ms_per_request']))" 2>/dev/null)"
 }
 bench default FOVEA_X=0
-FOVEA_GEMM_TUNE_LOG=1 bench tuned FOVEA_GEMM_TUNE_MAX_ROWS=1000000 FOVEA_GEMM_TUNE_LOG=1
-grep "gemm tune" "$logs/bench_tuned.log" | awk '{print}' | sort -u | head -60 > "$logs/tune_lines.txt"
-python3 - "$logs/tune_lines.txt" <<'PY'
-import re, sys
-gain = {}
-for line in open(sys.argv[1]):
-    m = re.search(r"M=(\d+) N=(\d+) K=(\d+) (\S+):.*first pick ([\d.]+) us, best ([\d.]+) us", line)
-    if m and int(m.group(1)) > 512:
-        key = f"N={m.group(2)} K={m.group(3)} {m.group(4)}"
-        gain.setdefault(key, []).append(float(m.group(5)) / float(m.group(6)))
-for k, v in sorted(gain.items()):
-    print(f"tune {k}: {len(v)} shapes, first/best mean {sum(v)/len(v):.3f} max {max(v):.3f}")
-PY
 EXTRA="--quantization fp8" bench fp8 FOVEA_X=0
 bench default_again FOVEA_X=0
 for q in none fp8; do

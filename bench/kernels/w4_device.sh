@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (~8 minutes) for W4A16 (linear_w4, src/backend/cuda/gemm_w4.*) and the session's other GPU-side
-# changes: (1) test_ops, all of it (the OpsW4Test cases among them); (2) the W4 op timings (FOVEA_OPS_PERF=w4),
-# fused and with FOVEA_W4_FUSED=0 (dequantize + cuBLASLt at every M); (3) an AWQ copy of the random
+# changes: (1) test_ops, all of it (the OpsW4Test cases among them); (2) the W4 op timings (FOVEA_OPS_PERF=w4);
+# (3) an AWQ copy of the random
 # InternVL2-8B-shaped model (bench/gpu/make_w4_checkpoint.py, group 128), then the decode benchmark (64 x 256
 # tokens, 1 tile) on the bf16 model, on the AWQ copy with --w4 packed and with --w4 dequantize, and first-token
 # logits of 96 listing-photo requests, packed against dequantize (the same weights in bf16: only the GEMMs'
@@ -17,12 +17,11 @@ OPS=${OPS:-1}
 [ "$OPS" = 1 ] && timeout 200 "$BIN/test_ops" > "$logs/test_ops.log" 2>&1
 [ "$OPS" = 1 ] && summary test_ops $? "$logs/test_ops.log"
 [ "$OPS" = 1 ] && grep -E "^\[  FAILED  \] [A-Za-z].*\(" "$logs/test_ops.log" | head -10
-for fused in $([ "$OPS" = 1 ] && echo 1 0); do
-  FOVEA_W4_FUSED=$fused FOVEA_OPS_PERF=w4 timeout 90 "$BIN/test_ops" --gtest_filter='OpsPerf.*' \
-    > "$logs/perf_w4_fused$fused.log" 2>&1
-  echo "w4 perf fused=$fused rc=$?"
-  grep -E "^(w4|bf16)" "$logs/perf_w4_fused$fused.log" | head -90
-done
+if [ "$OPS" = 1 ]; then
+  FOVEA_OPS_PERF=w4 timeout 90 "$BIN/test_ops" --gtest_filter='OpsPerf.*' > "$logs/perf_w4.log" 2>&1
+  echo "w4 perf rc=$?"
+  grep -E "^(w4|bf16)" "$logs/perf_w4.log" | head -90
+fi
 
 wait $prep
 start=$SECONDS

@@ -42,7 +42,7 @@ class Engine {
   EngineStats stats() const;
   const std::string& model_name() const;
   // Test hook (fault injection): after `steps` more scheduler iterations with work, the engine behaves as if its
-  // device failed (fovea::DeviceError). Used through FOVEA_FAIL_ENGINE (engine/data_parallel.h).
+  // device failed (fovea::DeviceError). Tests reach it through make_engine_service_with_failure (engine/service.h).
   void fail_after_steps(int steps);
 
   struct Impl;

@@ -1,7 +1,6 @@
 // Engine(config): load the checkpoint, pick the backend, size the runner's pools from the config, read the
 // tokenizer. Kept apart from engine.cc so that the engine's threading compiles and tests without the runtime.
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
 
 #include "backend/backend.h"
@@ -128,8 +127,6 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   // A step cannot be interrupted, and the CPU reference spends seconds on a thousand prompt tokens: shorter
   // steps there let a cancel (a client that went away) take effect within one (13 official tiles still fit).
   if (!gpu) impl.config.max_step_tokens = std::min(impl.config.max_step_tokens, kCpuMaxStepTokens);
-  // Benchmark A/B switches for the step shape (token budget, ViT tiles per step); the values above otherwise.
-  if (const char* v = std::getenv("FOVEA_MAX_STEP_TOKENS")) impl.config.max_step_tokens = std::max(1, std::atoi(v));
   LoadOptions load;
   load.keep_w4 = keep_w4_packed(config, gpu);
   LoadedModel model = load_model(config.model_dir, load);
@@ -139,8 +136,6 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   opts.max_step_seqs = config.max_batch_seqs;
   // One step's ViT batch: a few official 13-tile images on a GPU; the CPU reference keeps its workspace small.
   opts.max_step_tiles = std::max(model.desc.max_dynamic_tiles + 1, gpu ? 48 : 16);
-  if (const char* v = std::getenv("FOVEA_MAX_STEP_TILES"))
-    opts.max_step_tiles = std::max(model.desc.max_dynamic_tiles + 1, std::atoi(v));
   const int cache_tiles = config.vision_cache_tiles > 0 ? config.vision_cache_tiles : (gpu ? 256 : 32);
   // Room for the cache plus the images being fed (pinned) and those encoded in the next step.
   opts.vision_pool_tiles = cache_tiles + 2 * opts.max_step_tiles;
@@ -150,9 +145,8 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   opts.max_answer_ids = kMaxAnswers;
   // Rows per MLP slice (bounds the [rows, 2 * ffn] workspace: 0.7 GB at 8192 rows for InternVL2-8B). On the
   // H200 8192-row slices ran the two biggest GEMMs at a larger M for 1.1-1.4% more QPM than 2048 (session 3,
-  // two A/B runs); the CPU reference keeps the small workspace. FOVEA_MLP_ROWS is the benchmark's A/B switch.
+  // two A/B runs); the CPU reference keeps the small workspace.
   opts.mlp_rows = gpu ? 8192 : 2048;
-  if (const char* rows = std::getenv("FOVEA_MLP_ROWS")) opts.mlp_rows = std::max(1, std::atoi(rows));
   // Decode steps are launch-bound on a GPU (hundreds of small kernels for a batch of a few tokens); replaying
   // them as graphs removes that cost. The CPU backend has no recordings, so the option would only add the
   // scratch KV block there.

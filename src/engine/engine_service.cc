@@ -3,7 +3,6 @@
 // than one. Kept in its own file so that tests linking fovea_server with a fake service do not pull in the engine.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <thread>
 
@@ -44,22 +43,10 @@ class EngineService final : public InferenceService {
   std::unique_ptr<Tokenizer> tokenizer_;
 };
 
-// FOVEA_FAIL_ENGINE=K:S (fault injection for tests and drills): engine K fails as if its device had, after S
-// scheduler steps. Returns S for engine `index`, 0 otherwise.
-int injected_failure_steps(size_t index) {
-  const char* spec = std::getenv("FOVEA_FAIL_ENGINE");
-  if (!spec || !*spec) return 0;
-  const std::string s = spec;
-  const size_t colon = s.find(':');
-  FOVEA_CHECK(colon != std::string::npos, "FOVEA_FAIL_ENGINE='", s, "': expected ENGINE:STEPS");
-  if (std::stoul(s.substr(0, colon)) != index) return 0;
-  return std::max(1, std::stoi(s.substr(colon + 1)));
-}
-
 std::unique_ptr<InferenceService> make_one(const EngineConfig& config, size_t index,
-                                           std::shared_ptr<ThreadPool> prep_pool) {
+                                           std::shared_ptr<ThreadPool> prep_pool, const InjectedFailure& failure) {
   auto service = std::make_unique<EngineService>(config, std::move(prep_pool));
-  if (const int steps = injected_failure_steps(index)) service->engine().fail_after_steps(steps);
+  if (failure.steps > 0 && failure.engine == index) service->engine().fail_after_steps(failure.steps);
   return service;
 }
 
@@ -107,10 +94,15 @@ Plan plan_engines(const EngineConfig& config) {
 }  // namespace
 
 std::unique_ptr<InferenceService> make_engine_service(const EngineConfig& config) {
+  return make_engine_service_with_failure(config, InjectedFailure{});
+}
+
+std::unique_ptr<InferenceService> make_engine_service_with_failure(const EngineConfig& config,
+                                                                   const InjectedFailure& failure) {
   Plan plan = plan_engines(config);
   // An explicit --gpus goes through the dispatcher even for one GPU (the same path as for eight: its cost is
   // measured by bench/gpu/data_parallel_check.sh); the default stays one bare engine.
-  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0, nullptr);
+  if (plan.configs.size() == 1 && config.gpus.empty()) return make_one(plan.configs[0], 0, nullptr, failure);
   // Engines load in parallel, each on its own thread (which make_cuda_backend binds to the engine's GPU).
   const size_t n = plan.configs.size();
   auto prep_pool = n > 1 ? std::make_shared<ThreadPool>(plan.shared_pool_threads) : nullptr;
@@ -120,7 +112,7 @@ std::unique_ptr<InferenceService> make_engine_service(const EngineConfig& config
   for (size_t i = 0; i < n; ++i)
     loaders.emplace_back([&, i] {
       try {
-        engines[i] = make_one(plan.configs[i], i, prep_pool);
+        engines[i] = make_one(plan.configs[i], i, prep_pool, failure);
       } catch (...) {
         errors[i] = std::current_exception();
       }

@@ -1,5 +1,5 @@
-// Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops, =skinny only the
-// decode-step GEMMs of skinny_gemms, =w4 only the W4A16 GEMMs of w4_gemms): times the key ops of the CUDA backend at the real shapes with CUDA
+// Perf mode of test_ops (FOVEA_OPS_PERF=1; FOVEA_OPS_PERF=attention times only the attention ops, =w4 only the
+// W4A16 GEMMs of w4_gemms, =prefill only the LLM's prefill GEMMs): times the key ops of the CUDA backend at the real shapes with CUDA
 // events on the backend's stream and prints TFLOP/s or GB/s against the H200 ceilings measured on the device
 // machine (bf16 GEMM ~790 TFLOP/s, device copy ~4.3 TB/s counting reads and writes). No assertions on speed.
 #include <cuda_runtime.h>
@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/gemm_skinny.h"
 #include "backend/cuda/gemm_w4.h"
 #include "backend/w4_layout.h"
 #include "ops_harness.h"
@@ -213,8 +212,7 @@ void llm_prefill(Perf& p) {
 }
 
 // The decoder's GEMMs at a 64-sequence decode step (M = 64): memory-bound, so reported as weight bytes read per
-// second. Run with FOVEA_GEMM_TUNE=0 and =1 for the A/B of cuBLASLt's first heuristic pick against the timed one
-// (with FOVEA_CUDA_SKINNY_GEMM=1 the shapes with N % 128 == 0 run on the skinny kernel instead).
+// second.
 // Calls rotate over copies of the weight totalling >= 256 MB: in a real step no weight is still in the 50 MB L2
 // when its layer comes round again.
 void decode_gemms(Perf& p) {
@@ -237,65 +235,6 @@ void decode_gemms(Perf& p) {
     for (Tensor& copy : w) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
     size_t next = 0;
     p.report_bytes(g.what, p.time_ms([&] { p.b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
-  }
-}
-
-// A CUDA backend whose decode-sized linears go to the skinny kernel (on) or to cuBLASLt (FOVEA_CUDA_SKINNY_GEMM
-// set while it is made).
-std::unique_ptr<Perf> perf_with_skinny(bool on) {
-  const char* saved = std::getenv("FOVEA_CUDA_SKINNY_GEMM");
-  const std::string saved_value = saved ? saved : "";
-  setenv("FOVEA_CUDA_SKINNY_GEMM", on ? "1" : "0", 1);
-  auto perf = std::make_unique<Perf>();
-  if (saved) setenv("FOVEA_CUDA_SKINNY_GEMM", saved_value.c_str(), 1);
-  else unsetenv("FOVEA_CUDA_SKINNY_GEMM");
-  return perf;
-}
-
-// The skinny GEMM (gemm_skinny.h, linears with M <= 64 and no epilogue under FOVEA_CUDA_SKINNY_GEMM=1) against cuBLASLt at
-// the decoder's four projections, for decode steps of 1 to 64 rows, in weight bytes per second (weights rotated as
-// in decode_gemms); then the skinny kernel at M = 64 with each K split count, the launcher's choice marked "*".
-// Rows "skinny <shape> M=<m>", "cublaslt <shape> M=<m>" and "skinny-split <shape> M=64 S=<s>" are what
-// bench/kernels/skinny_device.sh tabulates. FOVEA_OPS_PERF=skinny times only these.
-void skinny_gemms(Perf& p) {
-  const cuda::SkinnyGemmDevice device = cuda::prepare_skinny_gemm(0);
-  if (!device.usable()) {
-    std::printf("skinny GEMM: no thread block clusters, or not built for sm_90a (wgmma); skipped\n");
-    return;
-  }
-  std::unique_ptr<Perf> sk = perf_with_skinny(true), lt = perf_with_skinny(false);
-  const double rotation_bytes = 256e6;
-  struct Gemm {
-    const char* name;
-    int64_t k, n;
-  };
-  for (Gemm g : {Gemm{"wqkv", 4096, 6144}, Gemm{"wo", 4096, 4096}, Gemm{"w13", 4096, 28672},
-                 Gemm{"w2", 14336, 4096}}) {
-    const double weight_bytes = 2.0 * double(g.n) * double(g.k);
-    std::vector<Tensor> w(size_t(std::max(1.0, std::ceil(rotation_bytes / weight_bytes))));
-    for (Tensor& copy : w) copy = p.random(DType::BF16, {g.n, g.k}, 0.02f);
-    size_t next = 0;
-    for (int64_t m : {1, 8, 16, 32, 48, 64}) {
-      Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
-      const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
-      sk->report_bytes(("skinny " + shape).c_str(),
-                       sk->time_ms([&] { sk->b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
-      lt->report_bytes(("cublaslt " + shape).c_str(),
-                       lt->time_ms([&] { lt->b().linear(x, w[next++ % w.size()], Tensor{}, y); }), weight_bytes);
-    }
-    const int m = 64, chosen = cuda::skinny_gemm_splits(device, int(g.n), int(g.k));
-    Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
-    for (int splits = 1; splits <= cuda::kSkinnyMaxSplits; ++splits) {
-      const std::string label = std::string("skinny-split ") + g.name + " M=64 S=" + std::to_string(splits) +
-                                (splits == chosen ? " *" : "");
-      const double ms = p.time_ms([&] {
-        const Tensor& wt = w[next++ % w.size()];
-        cuda::launch_skinny_gemm(device, static_cast<const cuda::bf16*>(x.data),
-                                 static_cast<const cuda::bf16*>(wt.data), static_cast<cuda::bf16*>(y.data), m,
-                                 int(g.n), int(g.k), p.stream(), splits);
-      });
-      p.report_bytes(label.c_str(), ms, weight_bytes);
-    }
   }
 }
 
@@ -325,11 +264,9 @@ void w4_split_sweep(Perf& p, int64_t n, int64_t k, int64_t group, const Tensor& 
 // W4A16 (linear_w4, gemm_w4.h) at the InternLM2-7B projections, group 128, beside the bf16 linear at the same
 // shape: microseconds and GB/s of the weight bytes each reads (4-bit: codes + params; bf16: 2 per weight),
 // weights rotated over >= 256 MB copies as in decode_gemms. M = 1, 16, 64 run the fused kernel, M = 256 the
-// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>" (the selected kernel version: v2 unless
-// FOVEA_W4_KERNEL=v1), "w4v1 <shape> M=<m>" (v1, M <= 64), w4_split_sweep's rows (v2) and "bf16 <shape> M=<m>";
-// then "w4 dequantize <shape>" and "w4v1 dequantize <shape>", the large-M path's dequantization alone in GB/s of
-// bf16 bytes written. FOVEA_OPS_PERF=w4 times only these (FOVEA_W4_FUSED=0 sends every M through the dequantize
-// path, for the A/B).
+// dequantize + cuBLASLt path. Rows "w4 <shape> M=<m>", w4_split_sweep's rows and "bf16 <shape> M=<m>"; then
+// "w4 dequantize <shape>", the large-M path's dequantization alone in GB/s of bf16 bytes written.
+// FOVEA_OPS_PERF=w4 times only these.
 void w4_gemms(Perf& p) {
   const double rotation_bytes = 256e6;
   const int64_t group = 128;
@@ -364,36 +301,23 @@ void w4_gemms(Perf& p) {
       Tensor x = p.random(DType::BF16, {m, g.k}), y = p.b().alloc(DType::BF16, {m, g.n});
       const std::string shape = std::string(g.name) + " M=" + std::to_string(m);
       auto run_w4 = [&] { p.b().linear_w4(x, w4[next++ % w4.size()], Tensor{}, y, workspace); };
-      const double w4_ms = p.time_ms(run_w4);  // the first call also sets the version from FOVEA_W4_KERNEL
+      const double w4_ms = p.time_ms(run_w4);
       const double bf16_ms = p.time_ms([&] { p.b().linear(x, dense[next++ % dense.size()], Tensor{}, y); });
       std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4 " + shape).c_str(), w4_ms * 1e3,
                   w4_bytes / w4_ms / 1e6);
-      const cuda::W4Kernel selected = cuda::w4_kernel();
-      if (m <= cuda::kW4FusedMaxRows && selected != cuda::W4Kernel::kV1) {
-        cuda::set_w4_kernel(cuda::W4Kernel::kV1);
-        const double v1_ms = p.time_ms(run_w4);
-        cuda::set_w4_kernel(selected);
-        std::printf("%-44s %9.1f us %8.0f GB/s (4-bit weight bytes)\n", ("w4v1 " + shape).c_str(), v1_ms * 1e3,
-                    w4_bytes / v1_ms / 1e6);
-        w4_split_sweep(p, g.n, g.k, group, x, y, w4, next, workspace, shape, w4_bytes);
-      }
+      if (m <= cuda::kW4FusedMaxRows) w4_split_sweep(p, g.n, g.k, group, x, y, w4, next, workspace, shape, w4_bytes);
       std::printf("%-44s %9.1f us %8.0f GB/s (bf16 weight bytes)\n", ("bf16 " + shape).c_str(), bf16_ms * 1e3,
                   bf16_bytes / bf16_ms / 1e6);
     }
-    const cuda::W4Kernel selected = cuda::w4_kernel();
-    for (cuda::W4Kernel version : {cuda::W4Kernel::kV2, cuda::W4Kernel::kV1}) {
-      cuda::set_w4_kernel(version);
-      auto* dense_out = static_cast<cuda::bf16*>(workspace.data);
-      const double ms = p.time_ms([&] {
-        const W4Weight& w = w4[next++ % w4.size()];
-        cuda::launch_w4_dequantize(static_cast<const uint32_t*>(w.codes.data),
-                                   static_cast<const uint32_t*>(w.params.data), nullptr, dense_out, int(g.n), int(g.k),
-                                   int(group), p.stream());
-      });
-      const std::string label = std::string(version == cuda::W4Kernel::kV1 ? "w4v1" : "w4") + " dequantize " + g.name;
-      std::printf("%-44s %9.1f us %8.0f GB/s (bf16 bytes written)\n", label.c_str(), ms * 1e3, bf16_bytes / ms / 1e6);
-    }
-    cuda::set_w4_kernel(selected);
+    auto* dense_out = static_cast<cuda::bf16*>(workspace.data);
+    const double ms = p.time_ms([&] {
+      const W4Weight& w = w4[next++ % w4.size()];
+      cuda::launch_w4_dequantize(static_cast<const uint32_t*>(w.codes.data),
+                                 static_cast<const uint32_t*>(w.params.data), nullptr, dense_out, int(g.n), int(g.k),
+                                 int(group), p.stream());
+    });
+    const std::string label = std::string("w4 dequantize ") + g.name;
+    std::printf("%-44s %9.1f us %8.0f GB/s (bf16 bytes written)\n", label.c_str(), ms * 1e3, bf16_bytes / ms / 1e6);
   }
 }
 
@@ -437,10 +361,6 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
   const std::string mode = std::getenv("FOVEA_OPS_PERF");
   const bool only_attention = mode == "attention";
   Perf p;
-  if (mode == "skinny") {
-    skinny_gemms(p);
-    return;
-  }
   if (mode == "w4") {
     w4_gemms(p);
     return;
@@ -455,7 +375,6 @@ TEST(OpsPerf, KeyOpsAtRealShapes) {
     vit_layer(p);
     llm_prefill(p);
     decode_gemms(p);
-    skinny_gemms(p);
     w4_gemms(p);
   }
   paged(p, "paged prefill 2 x 3409 tok H32 KV8 D128", 2, 3409, 3409);

@@ -34,46 +34,6 @@ TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
   }
 }
 
-// Decode-sized linears (M <= 64, no bias or activation) on the weight-streaming kernel (gemm_skinny.cu, off by
-// default: a backend made with FOVEA_CUDA_SKINNY_GEMM=1): the decoder's projection shapes at row counts that change its tiling (one row, a
-// partial 8-row tile, an odd tile count, all 64) and a small N with a long K (few tiles, most K splits), each run
-// twice (its split-K sum has a fixed order: the two results must be bit-identical); then shapes it must refuse
-// (N not a multiple of 128, K not of 64, M over 64), which cuBLASLt takes.
-TEST_F(OpsTest, LinearSkinnyDecodeShapes) {
-  setenv("FOVEA_CUDA_SKINNY_GEMM", "1", 1);
-  std::unique_ptr<Backend> skinny = make_cuda_backend(0);
-  unsetenv("FOVEA_CUDA_SKINNY_GEMM");
-  struct Case {
-    int m, n, k;
-  };
-  std::vector<Case> cases;
-  for (int m : {1, 7, 33, 64})
-    for (Case c : {Case{m, 6144, 4096}, Case{m, 4096, 4096}, Case{m, 512, 14336}}) cases.push_back(c);
-  cases.push_back(Case{64, 28672, 4096});
-  for (Case c : {Case{7, 200, 4096}, Case{64, 200, 4096}, Case{33, 4096, 72}, Case{65, 4096, 4096}})
-    cases.push_back(c);
-  for (Case c : cases) {
-    const std::string what =
-        "linear M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k);
-    // Operands on the skinny backend (same device, its own stream): uploaded there, compared through a Twin.
-    const Tensor x_host = random_host({c.m, c.k}), w_host = random_host({c.n, c.k}, -0.1f, 0.1f);
-    Tensor xs = skinny->alloc(DType::BF16, {c.m, c.k}), ws = skinny->alloc(DType::BF16, {c.n, c.k});
-    skinny->upload(xs, x_host);
-    skinny->upload(ws, w_host);
-    Twin x = twin(x_host), w = twin(w_host, 'w');
-    Twin y = output({c.m, c.n});
-    cpu_->linear(x.cpu, w.cpu, Tensor{}, y.cpu);
-    skinny->linear(xs, ws, Tensor{}, y.gpu);
-    skinny->synchronize();
-    expect_close(y, kBf16Tol, what);
-    const Tensor first = skinny->download(y.gpu);
-    skinny->linear(xs, ws, Tensor{}, y.gpu);
-    const Tensor second = skinny->download(y.gpu);
-    ASSERT_EQ(first.nbytes(), second.nbytes()) << what;
-    EXPECT_EQ(std::memcmp(first.data, second.data, first.nbytes()), 0) << what << ": a second run differs";
-  }
-}
-
 TEST_F(OpsTest, Norms) {
   for (int m : {1, 7, 33}) {
     for (int n : {64, 100, 1024, 4096}) {

@@ -92,7 +92,7 @@ TEST_F(PagedOpsTest, DecodeBatch) {
 }
 
 // Steps whose query rows of one (sequence, KV head) fit a 16-row tile run the split-KV decode kernel
-// (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old. Its key tiles are 16 keys per warp and its splits
+// (attention_decode.cuh). Its key tiles are 16 keys per warp and its splits
 // whole multiples of the block's tiles, so contexts sit around 16, 64 and 256 keys; small batches split the
 // keys (each split a partial merged by the combine kernel), big ones write the output directly.
 std::vector<int> decode_steps(size_t n) { return std::vector<int>(n, 1); }

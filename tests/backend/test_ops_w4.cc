@@ -2,9 +2,7 @@
 // the fused kernel (with and without K splits), prefill-sized M and shapes the fused kernel refuses on
 // dequantize + cuBLASLt, groups 16-128, act-order permutations, bias, N not a multiple of 128. Two exactness
 // checks besides the normalised error: unit-vector rows of x make y the dequantized weight itself (every kernel
-// must produce the host's bf16 bits), and the large-M path equals linear() on that weight bit for bit. Every case
-// runs for both kernel versions (FOVEA_W4_KERNEL=v1 and v2: gemm_w4.h), which every new backend reads once.
-#include <cstdlib>
+// must produce the host's bf16 bits), and the large-M path equals linear() on that weight bit for bit.
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,15 +13,8 @@
 namespace fovea::test {
 namespace {
 
-class OpsW4Test : public OpsTest, public ::testing::WithParamInterface<const char*> {
+class OpsW4Test : public OpsTest {
  protected:
-  // The kernel version is read by the backend's first linear_w4, so it is set before the fixture makes one.
-  void SetUp() override {
-    setenv("FOVEA_W4_KERNEL", GetParam(), 1);
-    OpsTest::SetUp();
-  }
-  void TearDown() override { unsetenv("FOVEA_W4_KERNEL"); }
-
   struct W4Twin {
     Twin codes, params, perm, inverse_perm;
     W4Weight cpu, gpu;
@@ -87,7 +78,7 @@ struct Shape3 {
   int64_t n, k, group;
 };
 
-TEST_P(OpsW4Test, LinearW4MatchesTheReference) {
+TEST_F(OpsW4Test, LinearW4MatchesTheReference) {
   const Shape3 shapes[] = {
       {256, 256, 32},    // fused, several groups per stage
       {384, 512, 64},    // fused
@@ -123,7 +114,7 @@ TEST_P(OpsW4Test, LinearW4MatchesTheReference) {
 // (M = 13, 20, 64: one, two and four 16-row x tiles; groups 16 to 128: 8, 4, 2, 1 groups per stage) and the
 // dequantization at M = 130 (v2: one thread per 32-column chunk, whose two 16-column steps lie in two groups at
 // group 16; the per-column kernel for act-order and for K = 176, not a multiple of 32).
-TEST_P(OpsW4Test, LinearW4DequantizesExactly) {
+TEST_F(OpsW4Test, LinearW4DequantizesExactly) {
   for (const Shape3& s : {Shape3{256, 4096, 128}, Shape3{384, 512, 32}, Shape3{128, 96, 32}, Shape3{256, 1024, 16},
                           Shape3{200, 768, 64}, Shape3{64, 176, 16}}) {
     for (bool act_order : {false, true}) {
@@ -142,7 +133,7 @@ TEST_P(OpsW4Test, LinearW4DequantizesExactly) {
 
 // Above the fused kernel's rows, linear_w4 is the dequantized weight through the same cuBLASLt call as linear():
 // equal bits. The split-K sum has a fixed order: two runs give equal bits too.
-TEST_P(OpsW4Test, LinearW4LargeMIsLinearAndDecodeIsDeterministic) {
+TEST_F(OpsW4Test, LinearW4LargeMIsLinearAndDecodeIsDeterministic) {
   const Shape3 s{384, 1024, 64};
   W4Twin w = random_w4(s.n, s.k, s.group, true);
   // W itself, [N, K]: the CPU reference applied to the identity.
@@ -171,14 +162,12 @@ TEST_P(OpsW4Test, LinearW4LargeMIsLinearAndDecodeIsDeterministic) {
   EXPECT_EQ(std::memcmp(first.data, second.data, first.nbytes()), 0) << "a second decode-sized run differs";
 }
 
-TEST_P(OpsW4Test, LinearW4RefusesASmallWorkspace) {
+TEST_F(OpsW4Test, LinearW4RefusesASmallWorkspace) {
   W4Twin w = random_w4(256, 512, 64, false);
   Twin x = twin(random_host({4, 512})), y = output({4, 256});
   Tensor tiny = gpu_->alloc(DType::U8, {16});
   EXPECT_THROW(gpu_->linear_w4(x.gpu, w.gpu, Tensor{}, y.gpu, tiny), Error);
 }
-
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsW4Test, ::testing::Values("v1", "v2"));
 
 }  // namespace
 }  // namespace fovea::test

@@ -10,7 +10,6 @@
 
 #include <cmath>
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cuda/attention_common.cuh"
@@ -83,37 +82,23 @@ __global__ void flash_attention_simt(AttentionProblem p, int rows_per_seq) {
 // (1.9 TB/s against 1.4). At head dim 128 the 8-warp block re-reads Q from shared memory and caps registers at
 // 128 so that two blocks share a multiprocessor (run 4: paged prefill 168 -> 188 TFLOP/s); at head dim 64 the
 // same change was 2% slower for the ViT, so there Q stays in registers. On sm_90a, dense and non-split paged
-// steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernel (attention_wgmma.cuh)
-// instead. FOVEA_CUDA_ATTN_VARIANT forces a path, for benchmarking: 1 = DecodeConfig everywhere, 3 =
-// PrefillConfig everywhere, 9 = mma.sync only (the dispatch before wgmma), 21/22/29/31/44/47 = one wgmma
-// configuration (29, 31 and the pipelined 44 and 47 copy K/V with the tensor memory accelerator where tma_fits; the
-// other configurations of the sweeps were removed once measured slower).
+// steps with more than 64 query rows per (sequence, KV head) go to the wgmma kernels instead. The configurations
+// the sweeps measured slower were removed (the last tree with them and their FOVEA_CUDA_ATTN_VARIANT* switches:
+// commit fb2dff3).
 template <int kPad>
 using PrefillConfig =
     std::conditional_t<kPad == 128, MmaConfig<128, 8, 2, true, 2, true>, MmaConfig<kPad, 8, 2, true>>;
 template <int kPad>
 using DecodeConfig = MmaConfig<kPad, 4, 2, true>;
-int g_forced_variant = 0;  // see above; 0: by mode
-// FOVEA_CUDA_ATTN_VARIANT_D64 / _D128: a wgmma configuration for one padded head dim only (the ViT's 64, the
-// decoder's 128), so one run can A/B both defaults; FOVEA_CUDA_ATTN_VARIANT overrides them.
-int g_forced_wgmma64 = 0, g_forced_wgmma128 = 0;
 bool g_wgmma_built = false;  // the binary's kernels were compiled for sm_90a and the device runs them
 
-// Unpipelined wgmma configurations (warpgroups of 64 rows, keys per tile, stages, K/V by TMA), from the
-// 2026-11-29 sweep (bench/results/cuda_ops_2026-11-29.md, runs 8 and 10): TMA copies were 1.4-1.7x the cp.async
-// ones; at head dim 64 one warpgroup per block was best (ViT 296 TFLOP/s; mma.sync 202), at head dim 128 three
-// (prefill 318 against 186 for mma.sync). 29 and 31 were the defaults until the pipelined kernel (below) and
-// stay for A/B runs; the cp.async twins 21/22 serve what TMA cannot (head dims padded to 64/128, paged block
-// sizes not dividing the key tile).
+// Unpipelined wgmma configurations (warpgroups of 64 rows, keys per tile, stages; K/V by cp.async), from the
+// 2026-11-29 sweep (bench/results/cuda_ops_2026-11-29.md, runs 8 and 10): they serve what the pipelined kernel's
+// TMA copies cannot (head dims padded to 64/128, paged block sizes not dividing the key tile; tma_fits).
 template <int kPad>
 using Wgmma21 = WgmmaConfig<kPad, 2, 64, 2>;
 template <int kPad>
 using Wgmma22 = WgmmaConfig<kPad, 3, 64, 2>;
-template <int kPad>
-using Wgmma29 = WgmmaConfig<kPad, 3, 64, 2, true>;
-template <int kPad>
-using Wgmma31 = WgmmaConfig<kPad, 1, 64, 2, true>;  // one warpgroup per block: more, independent blocks per SM
-constexpr int kDefaultWgmma64 = 44, kDefaultWgmma128 = 47;
 // Pipelined (attention_wgmma_pipelined.cuh: producer warp(group), mbarrier stages, softmax overlapping P·V):
 // <head dim, consumer warpgroups, keys per tile, stages, blocks per SM, consumer registers (0: no setmaxnreg)>.
 // The 2026-11-29 session-3 sweep (bench/results/cuda_ops_2026-11-29.md, run 11): at head dim 128, two consumer
@@ -143,12 +128,6 @@ template <class C>
 void set_wgmma_limit() {
   if constexpr (C::kPipelined) allow_shared_memory(flash_attention_wgmma_pipelined<C>, C::smem_bytes(), true);
   else allow_shared_memory(flash_attention_wgmma<C>, C::smem_bytes(), true);
-}
-
-template <template <int> class V>
-void set_wgmma_limits() {
-  set_wgmma_limit<V<64>>();
-  set_wgmma_limit<V<128>>();
 }
 
 template <class C>
@@ -215,53 +194,34 @@ void launch_wgmma_config(const AttentionProblem& p, int num_seqs, int max_q_len,
   if constexpr (C::kPipelined)
     flash_attention_wgmma_pipelined<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
   else
-    flash_attention_wgmma<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p, k_map, v_map);
+    flash_attention_wgmma<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p);
   FOVEA_CUDA_CHECK_LAUNCH();
 }
 
-template <template <int> class V>
-void launch_wgmma_variant(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  if (p.head_dim <= 64) return launch_wgmma_config<V<64>>(p, num_seqs, max_q_len, stream);
-  launch_wgmma_config<V<128>>(p, num_seqs, max_q_len, stream);
-}
-
-// The wgmma kernel serves head dims in (32, 128] that are multiples of 8, one row tile per sequence and KV head
+// The wgmma kernels serve head dims in (32, 128] that are multiples of 8, one row tile per sequence and KV head
 // being at least 64 query rows (decode-like steps stay on the 64-row mma.sync tiles).
-int wgmma_variant(const AttentionProblem& p, int max_q_len) {
-  if (!g_wgmma_built || g_forced_variant == 1 || g_forced_variant == 3 || g_forced_variant == 9) return 0;
-  if (p.num_splits != 1 || p.head_dim <= 32 || p.head_dim > 128 || p.head_dim % 8 != 0 ||
-      int64_t(max_q_len) * p.group <= 64)
-    return 0;
-  if (g_forced_variant >= 20) return g_forced_variant;
-  if (p.head_dim <= 64) return g_forced_wgmma64 ? g_forced_wgmma64 : kDefaultWgmma64;
-  return g_forced_wgmma128 ? g_forced_wgmma128 : kDefaultWgmma128;
+bool uses_wgmma(const AttentionProblem& p, int max_q_len) {
+  return g_wgmma_built && p.num_splits == 1 && p.head_dim > 32 && p.head_dim <= 128 && p.head_dim % 8 == 0 &&
+         int64_t(max_q_len) * p.group > 64;
 }
 
-void launch_wgmma(int variant, const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  switch (variant) {
-    case 21: return launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    case 22: return launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
-    case 29: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma29>(p, num_seqs, max_q_len, stream)
-                                    : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
-    case 31: return tma_fits(p, 64) ? launch_wgmma_variant<Wgmma31>(p, num_seqs, max_q_len, stream)
-                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    case 44: return tma_fits(p, 64) ? launch_wgmma_variant<Pipe44>(p, num_seqs, max_q_len, stream)
-                                    : launch_wgmma_variant<Wgmma21>(p, num_seqs, max_q_len, stream);
-    case 47: return tma_fits(p, 128) ? launch_wgmma_variant<Pipe47>(p, num_seqs, max_q_len, stream)
-                                     : launch_wgmma_variant<Wgmma22>(p, num_seqs, max_q_len, stream);
-    default: FOVEA_FAIL("attention: no wgmma configuration ", variant, " (21, 22, 29, 31, 44, 47)");
-  }
+// Head dims up to 64 (the ViT's): Pipe44, else Wgmma21; up to 128 (the decoder's): Pipe47, else Wgmma22.
+void launch_wgmma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
+  if (p.head_dim <= 64)
+    return tma_fits(p, 64) ? launch_wgmma_config<Pipe44<64>>(p, num_seqs, max_q_len, stream)
+                           : launch_wgmma_config<Wgmma21<64>>(p, num_seqs, max_q_len, stream);
+  return tma_fits(p, 128) ? launch_wgmma_config<Pipe47<128>>(p, num_seqs, max_q_len, stream)
+                          : launch_wgmma_config<Wgmma22<128>>(p, num_seqs, max_q_len, stream);
 }
 
 void launch_mma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  if (const int variant = wgmma_variant(p, max_q_len)) return launch_wgmma(variant, p, num_seqs, max_q_len, stream);
-  const bool decode = g_forced_variant == 1 || (g_forced_variant != 3 && p.num_splits > 1);
-  if (decode) return launch_variant<DecodeConfig>(p, num_seqs, max_q_len, stream);
+  if (uses_wgmma(p, max_q_len)) return launch_wgmma(p, num_seqs, max_q_len, stream);
+  if (p.num_splits > 1) return launch_variant<DecodeConfig>(p, num_seqs, max_q_len, stream);
   launch_variant<PrefillConfig>(p, num_seqs, max_q_len, stream);
 }
 
 // Query rows per block of the configuration split-KV runs with: the step's rows of a sequence must fit one tile.
-int split_tile_rows() { return g_forced_variant == 3 ? PrefillConfig<64>::kRows : DecodeConfig<64>::kRows; }
+int split_tile_rows() { return DecodeConfig<64>::kRows; }
 
 // The tensor-core kernel copies 16-byte chunks of rows: it needs head_dim to be a multiple of 8.
 bool uses_mma(int head_dim) { return head_dim <= 128 && head_dim % 8 == 0; }
@@ -363,17 +323,12 @@ void prepare_attention_kernels() {
   set_smem_limits<PrefillConfig>();
   set_smem_limits<DecodeConfig>();
   prepare_split_decode_kernels();
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT")) g_forced_variant = std::atoi(v);
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D64")) g_forced_wgmma64 = std::atoi(v);
-  if (const char* v = std::getenv("FOVEA_CUDA_ATTN_VARIANT_D128")) g_forced_wgmma128 = std::atoi(v);
   g_wgmma_built = built_for_sm90a();
   if (g_wgmma_built) {
-    set_wgmma_limits<Wgmma21>();
-    set_wgmma_limits<Wgmma22>();
-    set_wgmma_limits<Wgmma29>();
-    set_wgmma_limits<Wgmma31>();
-    set_wgmma_limits<Pipe44>();
-    set_wgmma_limits<Pipe47>();
+    set_wgmma_limit<Pipe44<64>>();
+    set_wgmma_limit<Wgmma21<64>>();
+    set_wgmma_limit<Pipe47<128>>();
+    set_wgmma_limit<Wgmma22<128>>();
   }
 }
 
@@ -404,7 +359,7 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     return launch(p, a.num_seqs, a.max_q_len, stream);  // the SIMT kernel: one choice already
   }
   // Steps whose rows of a (sequence, KV head) fit one 16-row tile take the split-KV decode kernel
-  // (attention_decode.cuh) unless FOVEA_CUDA_DECODE_KERNEL=old; it writes the same partials, merged below.
+  // (attention_decode.cuh); it writes the same partials, merged below.
   const SplitDecodePlan decode = plan_split_decode(a, p.group, kMaxSplits);
   p.num_splits = decode.use ? decode.splits : choose_splits(a, p.group);
   if (p.num_splits > 1) {

@@ -34,9 +34,8 @@ struct AttentionProblem {
   int num_splits = 1, split_keys = 0, split_rows = 0;
   float* split_out = nullptr;    // [..][head_dim]
   float* split_stats = nullptr;  // [..][2]: max (already times scale_log2, -inf if nothing seen), sum
-  // Split-KV decode kernel only: each sequence divides its own kv_len evenly (whole 16-key tiles) over the
-  // splits, instead of split s taking keys [s * split_keys, (s + 1) * split_keys) of the step's longest context.
-  bool balance_splits = false;
+  // (The split-KV decode kernel, attention_decode.cuh, ignores split_keys: each sequence divides its own kv_len
+  // evenly over the splits.)
 };
 
 // The span of one sequence: its queries are tokens [q_begin, q_begin + q_len) of qkv; it has kv_len keys; query

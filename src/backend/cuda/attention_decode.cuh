@@ -21,7 +21,7 @@
 namespace fovea::cuda {
 
 // Host side (attention_decode.cu). Which kernel a paged step takes, and how many splits: `use` is false when the
-// step does not fit one tile, the head dim is not a multiple of 8 up to 128, or FOVEA_CUDA_DECODE_KERNEL=old.
+// step does not fit one tile or the head dim is not a multiple of 8 up to 128.
 struct SplitDecodePlan {
   bool use = false;
   int splits = 1, split_keys = 0;  // split_keys: a multiple of the 16-key warp tile
@@ -29,7 +29,7 @@ struct SplitDecodePlan {
 SplitDecodePlan plan_split_decode(const PagedAttentionArgs& a, int group, int max_splits);
 // Launches over (split, KV head, sequence) with p.num_splits / p.split_keys / split_out set as the plan says.
 void launch_split_decode(const AttentionProblem& p, int num_seqs, cudaStream_t stream);
-// Reads FOVEA_CUDA_DECODE_KERNEL and raises the kernels' shared-memory limits, once; the first paged launch
+// Raises the kernel's shared-memory limits and measures its occupancy, once; the first paged launch
 // calls it too, but calling it at backend construction keeps that out of any graph recording.
 void prepare_split_decode_kernels();
 
@@ -103,17 +103,12 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm) split_decode_att
   const SequenceSpan span = sequence_span(p, seq);
   const int rows = min(C::kRows, span.q_len * p.group);  // real query rows; the rest of the tile is padding
   if (rows <= 0) return;
-  // Keys of this split; the last split also takes anything past num_splits * split_keys. Balanced: the
-  // sequence's own keys in equal whole-tile shares (a recorded step plans for its padded context, which would
-  // leave the later splits of a shorter sequence empty).
+  // Keys of this split: the sequence's own keys in equal whole-tile shares (a recorded step plans for its padded
+  // context, so p.split_keys would leave the later splits of a shorter sequence empty).
   const int split_keys =
-      split_mode && p.balance_splits
-          ? ((span.kv_len + C::kKeys - 1) / C::kKeys + p.num_splits - 1) / p.num_splits * C::kKeys
-          : p.split_keys;
+      split_mode ? ((span.kv_len + C::kKeys - 1) / C::kKeys + p.num_splits - 1) / p.num_splits * C::kKeys : 0;
   const int key_begin = split_mode ? split * split_keys : 0;
-  const int key_end = split_mode && (p.balance_splits || split + 1 < p.num_splits)
-                          ? min(span.kv_len, key_begin + split_keys)
-                          : span.kv_len;
+  const int key_end = split_mode ? min(span.kv_len, key_begin + split_keys) : span.kv_len;
   if (split_mode && key_begin >= key_end) {  // nothing here (a short sequence in a long step): an empty partial
     for (int r = threadIdx.x; r < rows; r += C::kThreads) {
       const int64_t slot = ((int64_t(seq) * p.kv_heads + kv_head) * p.num_splits + split) * p.split_rows + r;
@@ -124,7 +119,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kBlocksPerSm) split_decode_att
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int first_tile = key_begin / C::kKeys + warp;  // split_keys is a multiple of kKeys (balanced too)
+  const int first_tile = key_begin / C::kKeys + warp;  // split_keys is a multiple of kKeys
   const int end_tile = (key_end + C::kKeys - 1) / C::kKeys;
   const int my_tiles = first_tile < end_tile ? (end_tile - first_tile + C::kWarps - 1) / C::kWarps : 0;
   __nv_bfloat16* stages = reinterpret_cast<__nv_bfloat16*>(smem_raw) + warp * C::kWarpElems;

@@ -4,8 +4,8 @@
 // A block holds kGroups warpgroups of 64 query rows each. K/V tiles of kKeys keys land in shared memory kStages
 // deep, in the 128-byte-swizzled layout wgmma reads directly: row r (a query or a key) of 64 bf16 = 128 bytes,
 // its 16-byte chunk c stored at chunk c ^ (r % 8); a 128-wide head dim is two such column blocks one after the
-// other. With kTma the tensor memory accelerator copies them (warp 0 issues one box per column block, or per
-// cache page, and an mbarrier per stage counts the bytes in), else every thread issues 16-byte cp.async copies.
+// other. Every thread issues 16-byte cp.async copies (the pipelined kernel, attention_wgmma_pipelined.cuh, has
+// the tensor memory accelerator copy them: copy_stage below).
 // Per key tile each warpgroup issues S = Q·K^T (A and B from shared memory, K-major) and, after the online
 // softmax in registers, O += P·V with P from registers (its accumulator layout is exactly the A-fragment layout)
 // and V from shared memory read N-major (transposed B). The S and O accumulators are the mma.sync m16n8
@@ -43,16 +43,12 @@ struct WgmmaTiles {
   }
 };
 
-template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, bool kTensorCopies = false>
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages>
 struct WgmmaConfig : WgmmaTiles<kPadDim, kNumGroups, kKeyTile, kNumStages> {
-  // K/V tiles copied by the tensor memory accelerator (cp.async.bulk.tensor, one thread issues a whole tile and
-  // an mbarrier counts the bytes in) instead of 16-byte cp.async by every thread: the math warps then spend no
-  // instructions on addresses. Needs head_dim == kPad and (paged) a block size that divides kKeys.
-  static constexpr bool kTma = kTensorCopies;
+  static constexpr bool kTma = false;        // K/V by cp.async (no tensor maps to make)
   static constexpr bool kPipelined = false;  // flash_attention_wgmma (WgmmaPipeConfig: the pipelined kernel)
   static constexpr int kThreads = 128 * kNumGroups;
-  static constexpr int kBarrierBytes = 8 * kNumStages;  // one "tile landed" mbarrier per stage (TMA only)
-  static constexpr int smem_bytes() { return WgmmaConfig::smem_bytes_with(kBarrierBytes); }
+  static constexpr int smem_bytes() { return WgmmaConfig::smem_bytes_with(0); }
 };
 
 namespace wgmma_detail {
@@ -271,6 +267,8 @@ __device__ __forceinline__ void issue_values(float (&acc)[C::kPad / 8][4], const
 
 }  // namespace wgmma_detail
 
+// k_map / v_map: dense, both over qkv [tokens, qkv_row] with 64 x kKeys boxes; paged, over the caches
+// [num_blocks * block_size, kv_heads * head_dim] with 64 x block_size boxes (attention.cu makes them).
 // Lane `lane` of the copying warp issues its share of key tile `tile`'s K and V boxes into the stage at k_dst /
 // v_dst, counted on `bar` (lane 0 announced the stage's bytes): dense, one box per 64-column block; paged, one per
 // cache page. Pages the block table cannot name are read past the end of the cache: the copy engine fills them
@@ -318,12 +316,8 @@ struct WgmmaSmem {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* ptr) { return uint32_t(__cvta_generic_to_shared(ptr)); }
 
-// k_map / v_map (TMA configurations only): dense, both over qkv [tokens, qkv_row] with 64 x kKeys boxes; paged,
-// over the caches [num_blocks * block_size, kv_heads * head_dim] with 64 x block_size boxes.
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1)
-    flash_attention_wgmma(AttentionProblem p, const __grid_constant__ CUtensorMap k_map,
-                          const __grid_constant__ CUtensorMap v_map) {
+__global__ void __launch_bounds__(C::kThreads, 1) flash_attention_wgmma(AttentionProblem p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace wgmma_detail;
   extern __shared__ unsigned char smem_raw[];
@@ -354,23 +348,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     load_tile<C>(smem.k(tile), C::kKeys, p, row_src(0));
     load_tile<C>(smem.v(tile), C::kKeys, p, row_src(1));
   };
-  // TMA: warp 0 copies a stage; lane 0 announces the bytes.
-  const uint32_t bars = smem_addr(smem.barriers());
-  auto tma_keys = [&](int tile) {
-    if (threadIdx.x >= 32) return;
-    const uint32_t bar = bars + 8 * uint32_t(tile % C::kStages);
-    if (threadIdx.x == 0) barrier_expect(bar, 2 * C::kTileBytes);
-    __syncwarp();
-    copy_stage<C>(p, k_map, v_map, seq, kv_head, kv_end, tile, threadIdx.x, smem_addr(smem.k(tile)),
-                  smem_addr(smem.v(tile)), bar);
-  };
-  if constexpr (C::kTma) {
-    if (threadIdx.x == 0) {
-      for (int i = 0; i < C::kStages; ++i) barrier_init(bars + 8 * i, 1);
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-  }
 
   // Pipeline: group 0 = Q, group 1 + i = key tile i; one group (possibly empty) is committed per step.
   load_tile<C>(smem.q, C::kRows, p, [&](int row) -> const __nv_bfloat16* {
@@ -380,9 +357,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   mma_detail::cp_async_commit();
 #pragma unroll
   for (int i = 0; i < C::kStages - 1; ++i) {
-    if (i < end_tile) {
-      if constexpr (C::kTma) tma_keys(i); else load_keys(i);
-    }
+    if (i < end_tile) load_keys(i);
     mma_detail::cp_async_commit();
   }
 
@@ -395,17 +370,14 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const uint32_t q_addr = smem_addr(smem.q) + uint32_t(group_index) * 64 * 128;
 
   for (int tile = 0; tile < end_tile; ++tile) {
-    // cp.async: Q and tile `tile` have landed (TMA: only Q; the tile's barrier says when it has).
-    mma_detail::cp_async_wait<C::kTma ? 0 : C::kStages - 2>();
+    // Q and tile `tile` have landed.
+    mma_detail::cp_async_wait<C::kStages - 2>();
     fence_proxy_async();
     __syncthreads();  // ... for every thread; and every warpgroup is done with tile - 1's stage
     const int ahead = tile + C::kStages - 1;
-    if (ahead < end_tile) {
-      if constexpr (C::kTma) tma_keys(ahead); else load_keys(ahead);
-    }
+    if (ahead < end_tile) load_keys(ahead);
     mma_detail::cp_async_commit();
     if (tile >= visible_end) continue;  // nothing visible for this warpgroup's rows
-    if constexpr (C::kTma) barrier_wait(bars + 8 * uint32_t(tile % C::kStages), uint32_t(tile / C::kStages) & 1u);
     float s[C::kKeys / 8][4];
     issue_scores<C>(s, q_addr, smem_addr(smem.k(tile)));
     wait_all();
@@ -424,7 +396,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
 // A 2-D tensor map over a row-major bf16 matrix [rows, cols], read in boxes of 64 columns x box_rows rows that
 // land 128-byte swizzled (the layout of this file's tiles); reads past the end are zeros. Host side, in
-// attention.cu; gemm_skinny.cu's weight maps use it too.
+// attention.cu.
 CUtensorMap tensor_map(const void* base, uint64_t cols, uint64_t rows, uint32_t box_rows,
                        CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
 

@@ -53,17 +53,8 @@ CudaBackend::CudaBackend(int device_index)
   attention_workspace_bytes_ = size_t(64) << 20;
   FOVEA_CUDA_CHECK(cudaMalloc(&attention_workspace_, attention_workspace_bytes_));
   const bool profile = env_flag("FOVEA_PROFILE_OPS", false);
-  fuse_rope_kv_ = env_flag("FOVEA_CUDA_FUSE_ROPE_KV", true);
-  // Off by default: on the H200 it is at par with cuBLASLt, not ahead (session 4, docs/design.md).
-  if (auto shapes = skinny_shapes_from_env()) {
-    skinny_device_ = prepare_skinny_gemm(device_index);
-    skinny_shapes_ = std::move(*shapes);
-  }
-  skinny_gemm_ = skinny_device_.usable();
-  GemmTuning tuning{env_flag("FOVEA_GEMM_TUNE", true), profile || env_flag("FOVEA_GEMM_TUNE_LOG", false),
-                    env_flag("FOVEA_GEMM_SPLIT_N", true)};
-  if (const char* n = std::getenv("FOVEA_GEMM_TUNE_MAX_ROWS")) tuning.max_rows = std::max(0, std::atoi(n));
-  if (const char* n = std::getenv("FOVEA_GEMM_TUNE_CANDIDATES")) tuning.candidates = std::max(1, std::atoi(n));
+  GemmTuning tuning;
+  tuning.log = profile;  // the profile says which algorithm each small-M shape was given
   gemm_ = std::make_unique<LtGemm>(stream_, tuning);
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);
@@ -221,7 +212,6 @@ uint8_t* CudaBackend::fp8_activation_buffer(size_t bytes) {
 
 void CudaBackend::set_batch_invariant(bool on) {
   batch_invariant_ = on;
-  skinny_gemm_ = !on && skinny_device_.usable();
   gemm_->set_batch_invariant(on);
   if (fp8_gemm_) fp8_gemm_->set_batch_invariant(on);
 }

@@ -4,10 +4,9 @@
 // synchronize() turns into a fovea::Error.
 //
 // Environment, read once here: FOVEA_PROFILE_OPS=1 times every op with CUDA events (op_profiler.h; the table
-// goes to stderr when the backend is destroyed); FOVEA_GEMM_TUNE=0 keeps cuBLASLt's first heuristic pick for
-// small-M GEMMs instead of timing its candidates (gemm_lt.h); FOVEA_CUDA_SKINNY_GEMM=1 sends decode-sized linears
-// (M <= 64, no epilogue) to the weight-streaming kernel (gemm_skinny.h) instead of cuBLASLt (slower so far);
-// FOVEA_W4_FUSED=0 sends every linear_w4 through dequantize + cuBLASLt (gemm_w4.h), for A/B runs.
+// goes to stderr when the backend is destroyed, with one line per tuned small-M GEMM shape). The kernels are the
+// ones measured fastest; the variants they were measured against, and the FOVEA_* switches that chose among
+// them, were removed (the last tree with them: commit fb2dff3).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,7 +18,6 @@
 #include "backend/backend.h"
 #include "backend/cuda/gemm_fp8.h"
 #include "backend/cuda/gemm_lt.h"
-#include "backend/cuda/gemm_skinny.h"
 #include "backend/cuda/gemm_w4.h"
 #include "backend/cuda/op_profiler.h"
 
@@ -78,7 +76,7 @@ class CudaBackend final : public Backend {
 
   bool supports_graphs() const override { return true; }
   void graph_begin() override;
-  // Pinned GEMM algorithms, no skinny or fused-W4 kernels, one attention kernel without split-KV (backend.h).
+  // Pinned GEMM algorithms, no fused-W4 kernel, one attention kernel without split-KV (backend.h).
   void set_batch_invariant(bool on) override;
   int graph_end() override;
   void graph_launch(int handle) override;
@@ -99,11 +97,7 @@ class CudaBackend final : public Backend {
   int device_index_;
   cudaStream_t stream_ = nullptr;
   int* error_flag_ = nullptr;  // device int: set by kernels that clamp or skip a bad index
-  bool fuse_rope_kv_ = true;   // rope_kv_write as one kernel (FOVEA_CUDA_FUSE_ROPE_KV=0: rope, then kv_write)
   bool batch_invariant_ = false;
-  bool skinny_gemm_ = false;   // linears with M <= 64 and no epilogue on gemm_skinny (FOVEA_CUDA_SKINNY_GEMM)
-  std::vector<SkinnyWeightShape> skinny_shapes_;  // the weight shapes it takes; empty: every supported one
-  SkinnyGemmDevice skinny_device_;  // found at construction (when skinny_gemm_); unusable before sm_90
   float* attention_workspace_ = nullptr;  // split-KV partial results, allocated once
   size_t attention_workspace_bytes_ = 0;
   std::shared_ptr<std::atomic<size_t>> bytes_in_use_;  // shared with the deleters of allocated tensors

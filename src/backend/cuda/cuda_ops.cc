@@ -49,13 +49,6 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear bias");
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
-  if (skinny_gemm_ && epilogue == GemmEpilogue::None && skinny_gemm_supported(m, n, k) &&
-      skinny_shape_listed(skinny_shapes_, n, k) && skinny_gemm_aligned(x.data, w.data, y.data)) {  // decode-sized: stream W (gemm_skinny.h)
-    OpScope scope(profiler_.get(), OpCategory::Gemm,
-                  [&] { return str("linear M=", m, " N=", n, " K=", k, " none skinny"); });
-    launch_skinny_gemm(skinny_device_, cbf(x), cbf(w), mbf(y), int(m), int(n), int(k), stream_);
-    return;
-  }
   // With the profiler on, the plan (and its tuning, for small M) is made before the op's events.
   if (profiler_) gemm_->prepare(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
   OpScope scope(profiler_.get(), OpCategory::Gemm,
@@ -155,7 +148,7 @@ void CudaBackend::linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bi
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   const bool x_aligned = (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
   // The fused kernel serves small M only: with batch invariance on, every M takes the dequantize + GEMM path.
-  if (!batch_invariant_ && w4_fused_enabled() && w4_fused_supported(m, n, k, w.group, x_aligned)) {
+  if (!batch_invariant_ && w4_fused_supported(m, n, k, w.group, x_aligned)) {
     const int splits = w4_fused_splits(n, k, w4_sm_count(device_index_));
     OpScope scope(profiler_.get(), OpCategory::Gemm,
                   [&] { return str("linear_w4 M=", m, " N=", n, " K=", k, " fused S=", splits); });
@@ -342,7 +335,6 @@ void CudaBackend::kv_write(const Tensor& qkv, const Tensor& slots, int heads, in
 
 void CudaBackend::rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                                 int head_dim, float theta, KvCacheLayer& cache) {
-  if (!fuse_rope_kv_) return Backend::rope_kv_write(qkv, positions, slots, heads, kv_heads, head_dim, theta, cache);
   const int64_t tokens = check_kv_write(qkv, slots, heads, kv_heads, head_dim, cache, "rope_kv_write");
   expect_numel(positions, DType::I32, tokens, "rope_kv_write positions");
   if (tokens == 0) return;

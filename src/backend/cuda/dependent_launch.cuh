@@ -8,14 +8,11 @@
 // every upstream grid has completed and its writes are visible); call release_downstream() once the next
 // kernel may be scheduled (it then still waits for this grid's completion before touching its data). A kernel
 // that calls release_downstream() only after its own wait_for_upstream() keeps, by induction, every kernel
-// two or more launches back complete by the time it starts. Launched normally (FOVEA_CUDA_PDL=0, or before
-// sm_90), both calls return at once and the stream's usual full ordering applies. Graph capture records the
+// two or more launches back complete by the time it starts. Before sm_90 both calls return at once and the
+// stream's usual full ordering applies. Graph capture records the
 // attribute as a programmatic edge, so recorded decode steps keep the overlap.
 #pragma once
 #include <cuda_runtime.h>
-
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -33,18 +30,8 @@ __device__ __forceinline__ void release_downstream() {
 #endif
 }
 
-// FOVEA_CUDA_PDL=0 launches every kernel normally (for A/B runs); read once.
-inline bool dependent_launches_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FOVEA_CUDA_PDL");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return enabled;
-}
-
-// Launch attribute that lets `config`'s kernel start before its stream predecessor finishes (when enabled).
+// Launch attribute that lets `config`'s kernel start before its stream predecessor finishes.
 inline void allow_early_start(cudaLaunchConfig_t& config, cudaLaunchAttribute* attrs) {
-  if (!dependent_launches_enabled()) return;
   cudaLaunchAttribute& a = attrs[config.numAttrs++];
   a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   a.val.programmaticStreamSerializationAllowed = 1;

@@ -245,10 +245,10 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
-    const bool tune = tuning_.enabled && !invariant_ && o.m <= tuning_.max_rows && !capturing;
-    const auto found = candidates(plan, o, alignment, tune ? std::max(1, tuning_.candidates) : 1);
+    const bool tune = !invariant_ && o.m <= GemmTuning::kMaxRows && !capturing;
+    const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
     plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
-    if (tuning_.log && tuning_.enabled && o.m <= tuning_.max_rows && capturing)
+    if (tuning_.log && o.m <= GemmTuning::kMaxRows && capturing)
       std::fprintf(stderr, "gemm tune: M=%d N=%d K=%d %s: first made while capturing a graph, not tuned\n", o.m,
                    o.n, o.k, gemm_epilogue_name(o.epilogue));
   } catch (...) {
@@ -278,10 +278,10 @@ LtGemm::Operands LtGemm::redirect(const Operands& o) {
   return padded;
 }
 
-// The GEMMs run() issues for o: one, or (unaligned N with split_n) the 64-aligned columns and the remainder.
+// The GEMMs run() issues for o: one, or (unaligned N) the 64-aligned columns and the remainder.
 std::vector<LtGemm::Operands> LtGemm::pieces(const Operands& o) const {
   const int main_n = o.n / 64 * 64;
-  if (!tuning_.split_n || o.n % 8 == 0 || main_n == 0) return {o};
+  if (o.n % 8 == 0 || main_n == 0) return {o};
   Operands head = o, tail = o;
   head.n = main_n;
   tail.n = o.n - main_n;

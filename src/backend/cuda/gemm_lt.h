@@ -6,13 +6,13 @@
 // Small-M shapes (M <= 512: decode steps and short chunks) are memory-bound, and the heuristic's first pick is
 // not always its fastest there: when such a plan is made outside a graph capture, up to 8 of the heuristic's
 // algorithms are timed on the real operands and the fastest is kept for the life of the plan (so the choice is
-// fixed per shape within a process). GemmTuning::enabled = false keeps the first pick (FOVEA_GEMM_TUNE=0).
+// fixed per shape within a process).
 //
 // Outputs whose rows are not 16-byte aligned (N not a multiple of 8: the LM head's vocab of 92,553) make
 // cuBLASLt fall back to slow kernels (865 GB/s for the M = 64 LM head on the H200); such a GEMM writes into an
 // aligned scratch with a padded row stride and a 2-D copy moves the rows out (M x N x 2 bytes, a few µs). The
 // columns are computed as two GEMMs, N rounded down to a multiple of 64 and the remainder, in case the kernels
-// for an odd N are the slow part (GemmTuning::split_n, FOVEA_GEMM_SPLIT_N=0 for the A/B).
+// for an odd N are the slow part.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -34,15 +34,10 @@ inline GemmEpilogue gemm_epilogue(bool bias, bool gelu) {
 cublasLtEpilogue_t lt_epilogue(GemmEpilogue e);
 
 struct GemmTuning {
-  bool enabled = true;  // time the heuristic's candidates for M <= max_rows
-  bool log = false;     // one stderr line per tuned shape
-  bool split_n = true;  // unaligned N: the first N - N % 64 columns in one GEMM, the rest in another
-  // Heuristic candidates timed per shape (FOVEA_GEMM_TUNE_CANDIDATES for A/B runs; the heuristic may return
-  // fewer).
-  int candidates = 8;
-  // Shapes with more rows keep the heuristic's first pick (FOVEA_GEMM_TUNE_MAX_ROWS raises it for A/B runs:
-  // each new M above 512 then costs one timing round of its candidates).
-  int max_rows = 512;
+  bool log = false;  // one stderr line per tuned shape
+  // Heuristic candidates timed per shape (the heuristic may return fewer); shapes with more than kMaxRows rows
+  // keep the heuristic's first pick.
+  static constexpr int kCandidates = 8, kMaxRows = 512;
   static constexpr int kWarmups = 2, kTimedCalls = 5;
 };
 

@@ -1,11 +1,10 @@
-// The W4A16 kernels: the fused small-M GEMM, its split-K reduction, the dequantization of the large-M path and
-// act-order's column gather. gemm_w4.h explains the layout, the exactness argument and the tiling.
+// The W4A16 kernels around the fused small-M GEMM (gemm_w4_v2.cu): its split-K reduction, the dequantization of
+// the large-M path and act-order's column gather. gemm_w4.h explains the layout, the exactness argument and the
+// tiling.
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -18,131 +17,9 @@
 namespace fovea::cuda {
 namespace {
 
-using mma_detail::cp_async16;
-using mma_detail::cp_async_commit;
-using mma_detail::cp_async_wait;
-using w4_device::cp_async4;
-using w4_device::dequantize_pair;
-using w4_device::group_operands;
-using w4_device::GroupOperands;
-using w4_device::kCodeStride;
-using w4_device::kXStride;
 using w4_device::param_scale;
 
-// v1 fused kernel (FOVEA_W4_KERNEL=v1): 4 warps x 32 weight rows, 4-stage ring.
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kWarpN = kW4TileN / kWarps;  // 32 weight rows per warp: four n8 tiles
-constexpr int kNTiles = kWarpN / 8;
-constexpr int kStages = 4;
 constexpr int kMinGroup = 16;  // a 16-column mma step never straddles two groups
-constexpr int kParamStride = kW4TileK / kMinGroup + 1;
-constexpr int kCodeBytes = kW4TileN * kCodeStride * 4;
-constexpr int kParamBytes = kW4TileN * kParamStride * 4;
-static_assert(kCodeBytes % 16 == 0 && kParamBytes % 16 == 0, "stage regions stay 16-byte aligned");
-
-template <int kMTiles>
-constexpr int stage_bytes() {
-  return kCodeBytes + kParamBytes + kMTiles * 16 * kXStride * 2;
-}
-template <int kMTiles>
-constexpr int smem_bytes() {
-  return kStages * stage_bytes<kMTiles>();
-}
-
-// Block (blockIdx.x, blockIdx.y): weight rows [128 x, 128 x + 128), K stages of split y. Rows of x past m and
-// weight rows past n are zero-filled in shared memory and never stored.
-template <int kMTiles>
-__global__ void __launch_bounds__(kThreads)
-    w4_fused_kernel(const bf16* __restrict__ x, const uint32_t* __restrict__ codes, const uint32_t* __restrict__ params,
-                    const bf16* __restrict__ bias, bf16* __restrict__ y, float* __restrict__ partials, int m, int n,
-                    int k, int group) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int n0 = int(blockIdx.x) * kW4TileN;
-  const w4_device::StageRange stages = w4_device::split_stages(k);
-  const int kt_begin = stages.begin, kt_count = stages.count;
-  const int words_per_row = k / 8, groups = k / group;
-  const int groups_per_stage = group >= kW4TileK ? 1 : kW4TileK / group;
-  const int tid = int(threadIdx.x), warp = tid / 32, lane = tid % 32;
-
-  auto codes_of = [&](int slot) { return reinterpret_cast<uint32_t*>(smem + slot * stage_bytes<kMTiles>()); };
-  auto params_of = [&](int slot) {
-    return reinterpret_cast<uint32_t*>(smem + slot * stage_bytes<kMTiles>() + kCodeBytes);
-  };
-  auto x_of = [&](int slot) {
-    return reinterpret_cast<bf16*>(smem + slot * stage_bytes<kMTiles>() + kCodeBytes + kParamBytes);
-  };
-
-  auto load_stage = [&](int slot, int kt) {
-    const int k0 = kt * kW4TileK;
-    uint32_t* s_codes = codes_of(slot);
-#pragma unroll
-    for (int i = tid; i < kW4TileN * 4; i += kThreads) {  // 4 x 16 bytes per weight row
-      const int row = i / 4, part = i % 4;
-      const bool valid = n0 + row < n;
-      const uint32_t* src = valid ? codes + int64_t(n0 + row) * words_per_row + k0 / 8 + part * 4 : codes;
-      cp_async16(s_codes + row * kCodeStride + part * 4, src, valid);
-    }
-    uint32_t* s_params = params_of(slot);
-    const int g0 = k0 / group;
-    for (int i = tid; i < kW4TileN * groups_per_stage; i += kThreads) {
-      const int row = i / groups_per_stage, gi = i % groups_per_stage;
-      const bool valid = n0 + row < n;
-      const uint32_t* src = valid ? params + int64_t(n0 + row) * groups + g0 + gi : params;
-      cp_async4(s_params + row * kParamStride + gi, src, valid);
-    }
-    w4_device::load_x_stage<kMTiles, kThreads>(x_of(slot), x, m, k, k0, tid);
-  };
-
-  const int g = lane / 4, t = lane % 4;
-  float acc[kMTiles][kNTiles][4] = {};
-  auto compute_stage = [&](int slot) {
-    const uint32_t* s_codes = codes_of(slot);
-    const uint32_t* s_params = params_of(slot);
-    const bf16* s_x = x_of(slot);
-    GroupOperands ops[kNTiles];
-#pragma unroll
-    for (int chunk = 0; chunk < kW4TileK / 32; ++chunk) {
-      uint32_t words[kNTiles];
-#pragma unroll
-      for (int j = 0; j < kNTiles; ++j) words[j] = s_codes[(warp * kWarpN + j * 8 + g) * kCodeStride + chunk * 4 + t];
-#pragma unroll
-      for (int step = 0; step < 2; ++step) {
-        const int kk = chunk * 32 + step * 16;  // column within the stage
-        if (kk == 0 || kk % group == 0) {
-          const int gi = group >= kW4TileK ? 0 : kk / group;
-#pragma unroll
-          for (int j = 0; j < kNTiles; ++j)
-            ops[j] = group_operands(s_params[(warp * kWarpN + j * 8 + g) * kParamStride + gi]);
-        }
-        uint32_t b[kNTiles][2];
-#pragma unroll
-        for (int j = 0; j < kNTiles; ++j) {
-          b[j][0] = dequantize_pair(words[j] >> (8 * step), ops[j]);      // columns 2t, 2t + 1
-          b[j][1] = dequantize_pair(words[j] >> (8 * step + 4), ops[j]);  // columns 2t + 8, 2t + 9
-        }
-        w4_device::multiply_step(acc, s_x, kk, lane, b);
-      }
-    }
-  };
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < kt_count) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
-  for (int it = 0; it < kt_count; ++it) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage `it` landed for every thread; stage it - 1's slot is free again
-    const int next = it + kStages - 1;
-    if (next < kt_count) load_stage(next % kStages, kt_begin + next);
-    cp_async_commit();
-    compute_stage(it % kStages);
-  }
-  cp_async_wait<0>();
-
-  w4_device::store_accumulators(acc, n0 + warp * kWarpN, lane, bias, y, partials, m, n);
-}
 
 // y = sum of the splits' partials in split order, + bias; two columns per thread.
 __global__ void w4_reduce_kernel(const float* __restrict__ partials, const bf16* __restrict__ bias,
@@ -239,15 +116,6 @@ __global__ void w4_gather_columns_kernel(const bf16* __restrict__ x, const int* 
   out[i] = x[row * k + min(max(perm[c], 0), k - 1)];
 }
 
-template <int kMTiles>
-void launch_fused(const bf16* x, const uint32_t* codes, const uint32_t* params, const bf16* bias, bf16* y,
-                  float* partials, int m, int n, int k, int group, int splits, cudaStream_t stream) {
-  const dim3 grid(unsigned((n + kW4TileN - 1) / kW4TileN), unsigned(splits));
-  w4_fused_kernel<kMTiles>
-      <<<grid, kThreads, smem_bytes<kMTiles>(), stream>>>(x, codes, params, bias, y, partials, m, n, k, group);
-  FOVEA_CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
 
 bool w4_fused_supported(int64_t m, int64_t n, int64_t k, int64_t group, bool x_aligned) {
@@ -291,30 +159,7 @@ int w4_sm_count(int device_index) {
   return sms;
 }
 
-bool w4_fused_enabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("FOVEA_W4_FUSED");
-    return !(v && std::string(v) == "0");
-  }();
-  return enabled;
-}
-
-namespace {
-std::atomic<int> selected_kernel{int(W4Kernel::kV2)};
-}  // namespace
-
-W4Kernel w4_kernel() { return W4Kernel(selected_kernel.load(std::memory_order_relaxed)); }
-
-void set_w4_kernel(W4Kernel kernel) { selected_kernel.store(int(kernel), std::memory_order_relaxed); }
-
-void prepare_w4_kernels() {
-  if (const char* v = std::getenv("FOVEA_W4_KERNEL"))
-    set_w4_kernel(std::string(v) == "v1" ? W4Kernel::kV1 : W4Kernel::kV2);
-  allow_shared_memory(w4_fused_kernel<1>, smem_bytes<1>(), true);
-  allow_shared_memory(w4_fused_kernel<2>, smem_bytes<2>(), true);
-  allow_shared_memory(w4_fused_kernel<4>, smem_bytes<4>(), true);
-  prepare_w4_v2_kernels();
-}
+void prepare_w4_kernels() { prepare_w4_v2_kernels(); }
 
 void launch_w4_gather_columns(const bf16* x, const int* perm, bf16* out, int m, int k, cudaStream_t stream) {
   constexpr int kBlock = 256;
@@ -327,7 +172,7 @@ void launch_w4_dequantize(const uint32_t* codes, const uint32_t* params, const i
   constexpr int kBlock = 256;
   const int64_t chunks = int64_t(rows) * (k / w4::kChunkColumns);
   const bool aligned = (reinterpret_cast<uintptr_t>(codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(w) & 15u) == 0;
-  if (w4_kernel() == W4Kernel::kV2 && !inverse_perm && k % w4::kChunkColumns == 0 && group % 16 == 0 && aligned &&
+  if (!inverse_perm && k % w4::kChunkColumns == 0 && group % 16 == 0 && aligned &&
       chunks < (int64_t(1) << 31) - kBlock) {
     w4_dequantize_chunks_kernel<<<blocks_for(chunks, kBlock), kBlock, 0, stream>>>(codes, params, w, rows, k, group);
     FOVEA_CUDA_CHECK(cudaGetLastError());
@@ -340,15 +185,7 @@ void launch_w4_dequantize(const uint32_t* codes, const uint32_t* params, const i
 
 void launch_w4_fused(const bf16* x, const uint32_t* codes, const uint32_t* params, const bf16* bias, bf16* y,
                      float* partials, int m, int n, int k, int group, int splits, cudaStream_t stream) {
-  if (w4_kernel() == W4Kernel::kV2) {
-    launch_w4_fused_v2(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
-  } else if (m <= 16) {
-    launch_fused<1>(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
-  } else if (m <= 32) {
-    launch_fused<2>(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
-  } else {
-    launch_fused<4>(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
-  }
+  launch_w4_fused_v2(x, codes, params, bias, y, partials, m, n, k, group, splits, stream);
   if (splits > 1) {
     constexpr int kBlock = 256;
     w4_reduce_kernel<<<blocks_for(int64_t(m) * n / 2, kBlock), kBlock, 0, stream>>>(partials, bias, y, m, n, splits);

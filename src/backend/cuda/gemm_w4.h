@@ -32,8 +32,9 @@
 // write float32 partial tiles into the workspace and a second kernel adds them in split order plus the bias
 // (deterministic, no atomics). Nothing is allocated and nothing waits on the host: graph-capturable.
 //
-// Two versions, FOVEA_W4_KERNEL=v1|v2 (default v2; w4_kernel()). v1, the first, measured on the H200 slower than
-// the bf16 GEMM it replaces (w13 4096 -> 28672, M = 1: 77 us vs 59.6; M = 64: 132 vs 62): Nsight Compute showed
+// The kernel is the second version (gemm_w4_v2.cu; the first, v1, and its FOVEA_W4_KERNEL switch were removed:
+// the last tree with them is commit fb2dff3). v1 measured on the H200 slower than the bf16 GEMM it replaces
+// (w13 4096 -> 28672, M = 1: 77 us vs 59.6; M = 64: 132 vs 62): Nsight Compute showed
 // ~930 instructions per warp and stage where the dequantization needs ~200 (the copy loops' trip counts and the
 // group positions were runtime values: divisions, remainder loops and branches in every stage), and at most 12
 // warps per SM (4-warp blocks, 3 per SM by shared memory; 1 at M = 64 with 162 registers), 7 achieved, so the
@@ -52,8 +53,8 @@
 //
 // Large M (prefill) and shapes the fused kernel does not take: the bf16 weight is dequantized into the workspace
 // (the same float arithmetic as the host), then the ordinary bf16 linear (cuBLASLt) runs on it, as vLLM's AWQ
-// path does above 256 tokens. v1's kernel (one thread per 8 columns with a 64-bit index, a division and a code
-// and param lookup per output) took 446 us for w13, instruction-bound; v2's w4_dequantize_chunks_kernel (K a
+// path does above 256 tokens. The per-column kernel (one thread per 8 columns with a 64-bit index, a division and a
+// code and param lookup per output) took 446 us for w13, instruction-bound; w4_dequantize_chunks_kernel (K a
 // multiple of 32, no act-order) gives a thread one 32-column chunk: one 16-byte load of its four code words, its
 // one or two params read once, 2^23 + q built as a float bit pattern (no int-to-float conversion), four 16-byte
 // stores, so it should be bound by the 2 bytes per weight it writes. Act-order and K not a multiple of 32 keep
@@ -86,16 +87,8 @@ size_t w4_partials_offset(int64_t k, bool permuted);
 size_t w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted, int sm_count);
 
 int w4_sm_count(int device_index);
-// False when FOVEA_W4_FUSED=0 (read once): every linear_w4 then dequantizes and runs cuBLASLt, for A/B runs.
-bool w4_fused_enabled();
-// Which kernels launch_w4_fused and launch_w4_dequantize use: v2 (default) or v1, the first version kept as a
-// fallback. Process-wide; prepare_w4_kernels() sets it from FOVEA_W4_KERNEL=v1|v2 when that is set, and the perf
-// rows switch it to time both.
-enum class W4Kernel { kV1 = 1, kV2 = 2 };
-W4Kernel w4_kernel();
-void set_w4_kernel(W4Kernel kernel);
-// Reads FOVEA_W4_KERNEL and raises the fused kernels' shared-memory limits; call once per backend before the
-// first launch (outside graph captures).
+// Raises the fused kernels' shared-memory limits; call once per backend before the first launch (outside graph
+// captures).
 void prepare_w4_kernels();
 
 // out[r, c] = x[r, perm[c]] for r < m, c < k (perm values clamped into [0, k)).

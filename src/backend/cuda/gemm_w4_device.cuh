@@ -1,5 +1,5 @@
-// Device helpers shared by the W4A16 kernels (gemm_w4.cu: v1 fused kernel and dequantization; gemm_w4_v2.cu:
-// the v2 fused kernel): the param word's scale, the exact bf16x2 dequantization of two codes (why it is exact:
+// Device helpers of the W4A16 kernels (gemm_w4.cu: the dequantization; gemm_w4_v2.cu: the fused kernel): the
+// param word's scale, the exact bf16x2 dequantization of two codes (why it is exact:
 // gemm_w4.h), a 4-byte cp.async, the shared-memory row strides and the fused kernels' epilogue.
 #pragma once
 #include <cuda_bf16.h>
@@ -41,7 +41,7 @@ __device__ __forceinline__ GroupOperands group_operands(uint32_t p) {
 }
 
 // bf16 128 + q in each half from the codes in bits 0-3 and 16-19 of `bits`, in one lop3 ((a & b) | c: 0xEA) where
-// the compiler would emit an AND and an OR (one immediate per LOP3): the v2 kernel's form.
+// the compiler would emit an AND and an OR (one immediate per LOP3).
 __device__ __forceinline__ uint32_t biased_codes(uint32_t bits) {
   uint32_t q;
   asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(q) : "r"(bits), "n"(0x000F000F), "r"(0x43004300));
@@ -55,11 +55,6 @@ __device__ __forceinline__ uint32_t dequantize_biased(uint32_t q, const GroupOpe
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(lo) : "r"(d), "r"(g.lo));
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(w) : "r"(d), "r"(g.hi), "r"(lo));
   return w;
-}
-
-// The bf16x2 fragment register of the codes in bits 0-3 and 16-19 of `bits` (the v1 kernel's form).
-__device__ __forceinline__ uint32_t dequantize_pair(uint32_t bits, const GroupOperands& g) {
-  return dequantize_biased((bits & 0x000F000Fu) | 0x43004300u, g);
 }
 
 // This block's K stages: split blockIdx.y of gridDim.y takes an even share of K's 128-column stages.

@@ -1,5 +1,5 @@
 // The v2 fused W4A16 kernel: 8 warps x 16 weight rows per 128-row block, every loop bound and group position a
-// compile-time constant (gemm_w4.h says why; v1 is in gemm_w4.cu).
+// compile-time constant (gemm_w4.h says why it replaced v1).
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.cuh"

@@ -1,5 +1,5 @@
-// The v2 fused W4A16 kernel (gemm_w4_v2.cu; the tiling and why it replaced v1: gemm_w4.h). Internal to
-// gemm_w4.cu, which picks v1 or v2 (FOVEA_W4_KERNEL) and launches the split-K reduction after either.
+// The fused W4A16 kernel (gemm_w4_v2.cu; the tiling and why it replaced v1: gemm_w4.h). Internal to gemm_w4.cu,
+// which launches the split-K reduction after it.
 #pragma once
 #include <cuda_runtime.h>
 
