@@ -292,7 +292,14 @@ void Engine::Impl::emit_final(int64_t id, Clock::time_point submitted, const std
 
 // Runs the request's callback on the scheduler thread (the only caller of deliver); a throwing callback is the caller's
 // bug and must not take the engine down, so its exception is dropped.
-void Engine::Impl::deliver(int64_t id, const RequestEvent& event) {
+void Engine::Impl::deliver(int64_t id, const RequestEvent& raw_event) {
+  // The error leaves the engine here, for every door: as a client may read it (no file:line, bounded).
+  RequestEvent sanitized;
+  if (!raw_event.error.empty()) {
+    sanitized = raw_event;
+    sanitized.error = client_error_text(raw_event.error);
+  }
+  const RequestEvent& event = raw_event.error.empty() ? raw_event : sanitized;
   // Stats first: whoever waits for this final event (drain, a test, a caller reading stats() in its callback) must see
   // the blocks it just released and the request counted as finished or failed.
   if (event.finished) publish_stats();

@@ -112,7 +112,8 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
         slot.tiles = image.num_tiles();
         slot.pixels = context.gpu_normalize ? std::move(image.tiles_u8) : std::move(image.pixel_values);
       } catch (const std::exception& e) {
-        FOVEA_REQUEST_FAIL(ErrorKind::InvalidImage, "image #", i + 1, input.label.empty() ? "" : " (" + input.label + ")",
+        FOVEA_REQUEST_FAIL(ErrorKind::InvalidImage, "image #", i + 1,
+                           input.label.empty() ? "" : " (" + excerpt(input.label, 200) + ")",
                            ": ", e.what());
       }
       if (context.recent) context.recent->insert(slot.key, slot.tiles, slot.pixels);
@@ -138,7 +139,7 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
               " answers given; at most ", kMaxAnswers, " are allowed");
   for (const std::string& answer : request.params.answers) {
     const std::vector<int32_t> ids = tokenizer.encode(answer);
-    FOVEA_CHECK(!ids.empty(), "answer '", answer, "' encodes to no tokens");
+    FOVEA_CHECK(!ids.empty(), "answer '", excerpt(answer), "' encodes to no tokens");
     prepared.answer_ids.push_back(ids.front());
   }
   FOVEA_CHECK(int(request.params.choices.size()) <= kMaxAnswers, request.params.choices.size(),
@@ -147,8 +148,8 @@ PreparedRequest prepare_request(int64_t id, const Request& request, const PrepCo
               "\"choices\" and \"answers\" cannot be combined");
   for (const std::string& choice : request.params.choices) {
     std::vector<int32_t> ids = tokenizer.encode(choice);  // as the assistant's reply right after the prompt
-    FOVEA_CHECK(!ids.empty(), "choice '", choice, "' encodes to no tokens");
-    FOVEA_CHECK(int(ids.size()) <= kMaxChoiceTokens, "choice '", choice, "' is ", ids.size(), " tokens; at most ",
+    FOVEA_CHECK(!ids.empty(), "choice '", excerpt(choice), "' encodes to no tokens");
+    FOVEA_CHECK(int(ids.size()) <= kMaxChoiceTokens, "choice '", excerpt(choice), "' is ", ids.size(), " tokens; at most ",
                 kMaxChoiceTokens, " are allowed");
     prepared.choice_ids.push_back(std::move(ids));
   }

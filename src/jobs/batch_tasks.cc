@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "fetch/fetch.h"
+#include "requests/json_fields.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -128,8 +129,10 @@ bool parse_task_line(const std::string& line, const TaskDefaults& defaults, cons
       task->problem = "\"prompts\" must be a non-empty array of non-empty strings";
     else task->prompt = task->prompts.front();
   }
-  if (j.contains("choices") && !j["choices"].is_null() && !string_list(j["choices"], &task->choices))
-    task->problem = "\"choices\" must be an array of non-empty strings";
+  if (j.contains("choices")) {
+    std::string error;
+    if (!read_choice_list(j["choices"], "choices", &task->choices, &error)) task->problem = error;
+  }
   if (j.contains("answers") && !j["answers"].is_null()) {
     task->answers.clear();
     if (!j["answers"].is_array()) task->problem = "\"answers\" must be an array of strings";

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/error.h"
+
 namespace fovea {
 namespace {
 
@@ -76,7 +78,7 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
           failed.index = pending_index;
           failed.final.finished = true;
           failed.final.finish_reason = "error";
-          failed.final.error = error;
+          failed.final.error = client_error_text(error);
           failed.final.error_kind = ErrorKind::InvalidRequest;  // its input could not be read or resolved
           mailbox->post(std::move(failed));
           ++in_flight;
@@ -97,7 +99,7 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
         failed.index = pending_index;
         failed.final.finished = true;
         failed.final.finish_reason = "error";
-        failed.final.error = e.what();
+        failed.final.error = client_error_text(e.what());
         // Refused by a failed engine (a dispatcher with none left says so in its message) or our own problem.
         failed.final.error_kind = is_engine_failure_error(e.what()) ? ErrorKind::EngineFailed : ErrorKind::Internal;
         mailbox->post(std::move(failed));

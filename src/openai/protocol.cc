@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "requests/json_fields.h"
 
 namespace fovea::openai {
 namespace {
@@ -98,7 +99,7 @@ bool read_content(const Json& content, MessageParts* parts, ApiError* error) {
       }
       parts->image_urls.push_back(url);
     } else {
-      *error = bad("unsupported content part type '" + type + "' (text and image_url are supported)", "messages");
+      *error = bad("unsupported content part type '" + excerpt(type) + "' (text and image_url are supported)", "messages");
       return false;
     }
   }
@@ -139,7 +140,7 @@ bool read_messages(const Json& body, ChatRequest* out, std::vector<std::string>*
       *error = bad("multi-turn conversations are not supported: send system and user messages only", "messages");
       return false;
     } else {
-      *error = bad("unknown message role '" + role + "'", "messages");
+      *error = bad("unknown message role '" + excerpt(role) + "'", "messages");
       return false;
     }
   }
@@ -183,19 +184,11 @@ bool read_choices(const Json& body, GenerationParams* params, ApiError* error) {
     return false;
   }
   const auto it = body.find(key);
-  if (it == body.end() || it->is_null()) return true;
-  if (!it->is_array() || it->empty() || it->size() > 64) {
-    *error = bad(str(key, " must be an array of 1 to 64 strings"), key);
-    return false;
-  }
-  for (const auto& c : *it) {
-    if (!c.is_string() || c.get<std::string>().empty()) {
-      *error = bad(str(key, " must hold non-empty strings"), key);
-      return false;
-    }
-    params->choices.push_back(c.get<std::string>());
-  }
-  return true;
+  if (it == body.end()) return true;
+  std::string why;
+  if (read_choice_list(*it, key, &params->choices, &why)) return true;
+  *error = bad(why, key);
+  return false;
 }
 
 bool read_generation(const Json& body, const ParseOptions& options, ChatRequest* out, ApiError* error) {
@@ -237,7 +230,7 @@ bool read_generation(const Json& body, const ParseOptions& options, ChatRequest*
 
 Json error_json(const ApiError& e) {
   return Json{{"error",
-               {{"message", e.message},
+               {{"message", client_error_text(e.message)},
                 {"type", e.type},
                 {"param", e.param.empty() ? Json() : Json(e.param)},
                 {"code", e.code.empty() ? Json() : Json(e.code)}}}};

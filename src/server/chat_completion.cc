@@ -113,7 +113,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
   const std::string name = model_name(service);
   if (!chat.model.empty() && chat.model != name) {
     error.status = 404;
-    error.message = "the model '" + chat.model + "' does not exist (this server serves '" + name + "')";
+    error.message = "the model '" + excerpt(chat.model) + "' does not exist (this server serves '" + name + "')";
     error.param = "model";
     error.code = "model_not_found";
     return reply_error(ex, error);

@@ -240,6 +240,25 @@ TEST_F(EngineFake, FailuresCarryTheirKind) {
   EXPECT_EQ(kind("answers"), ErrorKind::InvalidRequest) << collector_.get("answers").last.error;
   EXPECT_EQ(kind("good"), ErrorKind::None);
   EXPECT_EQ(collector_.get("good").last.finish_reason, "length");
+  // What clients are told carries no source locations (FOVEA_CHECK's "file.cc:83: " is for logs).
+  for (const char* name : {"image", "top_p", "long", "answers"}) {
+    const std::string& error = collector_.get(name).last.error;
+    EXPECT_EQ(error.find(".cc:"), std::string::npos) << name << ": " << error;
+    EXPECT_EQ(error.find(".h:"), std::string::npos) << name << ": " << error;
+  }
+}
+
+// A megabyte choice fails its request with a message of bounded size that still says what is wrong.
+TEST_F(EngineFake, AnOverLongChoiceIsNotEchoedInFull) {
+  auto engine = make_engine();
+  Request request = image_request(1, "What is this?");
+  request.params.choices = {"yes", std::string(1 << 20, 'x')};
+  engine->submit(request, collector_.callback_for("long"));
+  engine->drain();
+  const RequestEvent& last = collector_.get("long").last;
+  EXPECT_EQ(last.error_kind, ErrorKind::InvalidRequest) << last.error;
+  EXPECT_LT(last.error.size(), 400u) << last.error.substr(0, 400);
+  EXPECT_NE(last.error.find("tokens; at most"), std::string::npos) << last.error.substr(0, 400);
 }
 
 TEST_F(EngineFake, RepeatedImageIsAVisionCacheHit) {

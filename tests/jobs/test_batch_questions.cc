@@ -80,6 +80,25 @@ TEST_F(QuestionFiles, AnImagesQuestionsRunTogetherWhateverTheInputOrder) {
   }
 }
 
+// The rule of the server's guided_choice (1 to 64 non-empty strings): an empty list is an error, not "no choices".
+TEST_F(QuestionFiles, ChoicesAreOneToSixtyFourNonEmptyStrings) {
+  std::string many = R"({"id":"many","prompt":"q","choices":[)";
+  for (int i = 0; i < 65; ++i) many += (i ? ",\"c" : "\"c") + std::to_string(i) + "\"";
+  const TaskList list = read(R"({"id":"empty","prompt":"q","choices":[]})"
+                             "\n" +
+                             many + "]}\n" +
+                             R"({"id":"blank","prompt":"q","choices":["yes",""]})"
+                             "\n"
+                             R"({"id":"ok","prompt":"q","choices":["yes","no"]})"
+                             "\n");
+  ASSERT_EQ(list.tasks.size(), 4u);
+  EXPECT_NE(list.tasks[0].problem.find("\"choices\" must be an array of 1 to 64 non-empty strings"), std::string::npos)
+      << list.tasks[0].problem;
+  EXPECT_NE(list.tasks[1].problem.find("1 to 64"), std::string::npos) << list.tasks[1].problem;
+  EXPECT_NE(list.tasks[2].problem.find("1 to 64"), std::string::npos) << list.tasks[2].problem;
+  EXPECT_TRUE(list.tasks[3].problem.empty()) << list.tasks[3].problem;
+}
+
 TEST_F(QuestionFiles, ChoicesComeBackAsChoiceLogprobs) {
   const TaskList list = read(R"({"id":"a","image":"p0.jpg","prompts":["bed?","sofa?"],"choices":["yes","no"]})"
                              "\n");

@@ -225,6 +225,20 @@ namespace {
 
 // The status and code come from the failure's kind, not its wording: an image the ViT failed to encode is our
 // fault (500) although its message names an image; a context overflow is the client's (400) whatever it says.
+// Whatever reaches a client as an error object is bounded and carries no source locations.
+TEST(OpenAiJson, ErrorMessagesAreBoundedAndWithoutSourceLocations) {
+  using namespace openai;
+  ApiError e;
+  e.message = "request_prep.cc:151: choice '" + std::string(1 << 20, 'x') + "'";
+  const std::string message = error_json(e)["error"]["message"];
+  EXPECT_EQ(message.rfind("choice 'xxx", 0), 0u) << message.substr(0, 80);
+  EXPECT_LT(message.size(), 1200u);
+  ChatRequest r;
+  ASSERT_FALSE(parse_chat_request(R"({"messages":[{"role":")" + std::string(100000, 'r') + R"(","content":"hi"}]})",
+                                  ParseOptions{}, nullptr, &r, &e));
+  EXPECT_LT(e.message.size(), 200u) << e.message.substr(0, 300);
+}
+
 TEST(OpenAiJson, EngineErrorsMapTheirKind) {
   const auto error_for = [](ErrorKind kind, const std::string& message) {
     RequestEvent event;
