@@ -74,6 +74,7 @@ struct Sequence {
   std::vector<float> first_logits;  // kept until the final event when params.return_first_logits
   std::vector<int32_t> stop_ids;  // model EOS ids + the request's stop ids
   Rng rng{0};
+  PenaltyState penalties;  // vLLM's repetition / presence / frequency penalties over prompt and output
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop_matcher;
   int generated = 0;
