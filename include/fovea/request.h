@@ -38,6 +38,7 @@ struct GenerationParams {
   int top_logprobs = 0;                   // OpenAI `logprobs`: 0 none; >0 return that many per token
   bool return_first_logits = false;       // final event carries the first token's full float logits (costly)
   bool ignore_eos = false;                // generate max_tokens even past the model's EOS (benchmarks)
+  bool return_prompt_token_ids = false;   // final event carries the prompt's token ids (images expanded)
 };
 
 struct Request {

@@ -38,6 +38,7 @@ struct ChoiceGroup {
   int64_t id = -1;  // the request's; its scoring sequences carry it too
   Clock::time_point submitted;
   int prompt_len = 0;
+  bool return_prompt_token_ids = false;                // the request's GenerationParams flag
   std::vector<std::string> texts;                      // the choices as given
   std::vector<std::vector<int32_t>> choice_ids;        // their tokens
   std::vector<std::vector<int32_t>> next_ids;          // per context: the tokens following it in some choice

@@ -88,6 +88,8 @@ void Scheduler::finish(Sequence& seq, const std::string& reason, const std::stri
   event.answer_logprobs = seq.answer_logprobs;
   event.first_logits = std::move(seq.first_logits);
   event.prompt_tokens = seq.prompt_len;
+  if (seq.params.return_prompt_token_ids)
+    event.prompt_token_ids.assign(seq.tokens.begin(), seq.tokens.begin() + seq.prompt_len);
   event.completion_tokens = seq.generated;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - seq.submitted).count();
   sink_(seq.id, event);
@@ -116,6 +118,7 @@ void Scheduler::emit_final_without_sequence(const PreparedRequest& request, cons
   event.error = error;
   event.error_kind = reason == "error" ? kind : ErrorKind::None;
   event.prompt_tokens = int(request.prompt.size());
+  if (request.params.return_prompt_token_ids) event.prompt_token_ids = request.prompt;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - request.submitted).count();
   sink_(request.id, event);
 }

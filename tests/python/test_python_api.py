@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(FOVEA_BIN), reason="FOVEA_BIN
 
 PROMPT = "Is there a bed?"
 ANSWERS = ["yes", "no", "bed"]
-ENGINE_OPTIONS = dict(backend="cpu", max_tiles=1, kv_blocks=512)
+ENGINE_OPTIONS = dict(backend="cpu", max_tiles=1, kv_blocks=512, fetch_timeout=10, fetch_retries=0)
 
 
 def write_images(folder, count):
