@@ -1,47 +1,29 @@
-// fovea._fovea, the native half of the Python package (nanobind): an engine handle over InferenceService and a
-// Batch that feeds one call's requests through the same request pump as `fovea run`, on a thread of its own.
-// Threads: engine threads never touch Python objects. Finished requests wait in C++ (Batch::ready_) until the
-// Python thread takes them in Batch.next(), which waits with the GIL released and converts with it held.
-// Everything else (argument checking, images, progress, asyncio) lives in python/fovea/*.py.
+// fovea._fovea, the native half of the Python package (nanobind): an engine handle over InferenceService, the
+// request model (GenerationParams, jobs built from Python's Requests), a Batch per generate()/stream() call
+// (batch.h) and the model's tokenizer. Everything else (argument checking, images, SamplingParams, vLLM-style
+// outputs, progress, asyncio) lives in python/fovea/*.py.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
-#include <thread>
 
+#include "batch.h"
 #include "engine/service.h"
 #include "engine/stats_json.h"
-#include "fetch/fetch.h"
-#include "fetch/prefetch.h"
-#include "jobs/request_pump.h"
+#include "model/model_desc.h"
 #include "media/media.h"
 #include "openai/protocol.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace nb = nanobind;
 
-namespace fovea {
+namespace fovea::py {
 namespace {
-
-// One request as Python built it; a non-empty `error` fails it without reaching the engine (e.g. an unreadable
-// image file), so a bad input costs only its own result.
-// Images given as http(s):// or s3:// URLs arrive with empty bytes and their URL in `urls` (same slot); the
-// Batch downloads them ahead of the engine (fetch/prefetch.h) and a failed download fails only this job.
-struct Job {
-  Request request;
-  std::string error;
-  std::vector<std::string> urls;  // per image slot: "" or the URL to fetch
-  bool fetched = false;           // the URLs were resolved (make_request may run again for a retried job)
-};
-
-// Generated text may end inside a UTF-8 sequence (one byte-fallback token): replace, never raise.
-nb::str utf8(const std::string& s) {
-  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
-}
 
 TilingPolicy parse_tiling(const std::string& name) {
   if (name == "official") return TilingPolicy::Official;
@@ -50,14 +32,19 @@ TilingPolicy parse_tiling(const std::string& name) {
 }
 
 // OpenAI-style chat messages through the server's own parser, so `messages` mean here what they mean to
-// `fovea serve`. The caller runs this process: local paths and remote URLs are allowed.
-void apply_messages(const std::string& messages_json, Job* job) {
+// `fovea serve`. The caller runs this process: local paths are read at once; http(s):// and s3:// images are
+// left to the Batch, which downloads them ahead of the engine like Request(image=URL).
+void apply_messages(const std::string& messages_json, int64_t max_image_bytes, Job* job) {
   openai::ChatRequest chat;
   openai::ApiError error;
   MediaOptions media;
   media.allowed_media_dir = "/";
-  media.allow_remote = true;
-  const auto loader = [&](const std::string& url) { return load_image_url(url, media); };
+  media.max_bytes = max_image_bytes;
+  std::vector<std::string> urls;  // per image, in order: the URL when the Batch fetches it
+  const auto loader = [&](const std::string& url) {
+    urls.push_back(is_fetch_url(url) ? url : "");
+    return is_fetch_url(url) ? std::string() : load_image_url(url, media);
+  };
   if (!openai::parse_chat_request("{\"messages\": " + messages_json + "}", openai::ParseOptions{}, loader, &chat,
                                   &error)) {
     job->error = error.message;
@@ -65,15 +52,17 @@ void apply_messages(const std::string& messages_json, Job* job) {
   }
   job->request.system = chat.request.system;
   job->request.prompt = chat.request.prompt;
-  for (auto& image : chat.request.images) job->request.images.push_back(std::move(image));
+  for (size_t i = 0; i < chat.request.images.size(); ++i) {
+    ImageInput& image = chat.request.images[i];
+    if (!urls[i].empty()) image.label = redact_url(urls[i]);
+    job->request.images.push_back(std::move(image));
+    job->urls.push_back(urls[i]);
+  }
 }
 
 Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string>& labels, const std::string& prompt,
-             const std::string& system, const std::string& messages_json, int max_tokens, float temperature,
-             float top_p, uint64_t seed, const std::vector<std::string>& stop, int top_logprobs,
-             const std::vector<std::string>& answers, const std::vector<std::string>& choices,
-             const std::string& tiling, int max_tiles,
-             const std::string& error) {
+             const std::string& system, const std::string& messages_json, const GenerationParams& params,
+             const std::string& tiling, int max_tiles, int64_t max_image_bytes, const std::string& error) {
   Job job;
   job.error = error;
   for (size_t i = 0; i < images.size(); ++i) {
@@ -84,178 +73,52 @@ Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string
   }
   job.request.prompt = prompt;
   job.request.system = system;
-  if (!messages_json.empty() && job.error.empty()) apply_messages(messages_json, &job);
-  GenerationParams& p = job.request.params;
-  p.max_tokens = max_tokens;
-  p.temperature = temperature;
-  p.top_p = top_p;
-  p.seed = seed;
-  p.stop = stop;
-  p.top_logprobs = top_logprobs;
-  p.answers = answers;
-  p.choices = choices;
+  if (!messages_json.empty() && job.error.empty()) apply_messages(messages_json, max_image_bytes, &job);
+  job.request.params = params;
   job.request.tiling = parse_tiling(tiling);
   job.request.max_tiles = max_tiles;
   return job;
 }
 
-// One generate()/stream() call: its jobs go through pump_requests on a thread of this Batch; finished ones
-// collect in ready_ for next().
-class Batch {
+// The model's tokenizer and chat template, loaded from the model directory on first use (Engine.tokenizer).
+class TokenizerHandle {
  public:
-  Batch(std::shared_ptr<InferenceService> service, std::vector<Job> jobs, int concurrency)
-      : service_(std::move(service)), jobs_(std::move(jobs)), reported_(jobs_.size(), false) {
-    thread_ = std::thread([this, concurrency] { pump(concurrency); });
+  explicit TokenizerHandle(const std::string& model_dir) {
+    nb::gil_scoped_release release;
+    desc_ = load_model_desc(model_dir);
+    tokenizer_ = load_tokenizer(model_dir);
   }
-  ~Batch() {
-    cancel();
-    nb::gil_scoped_release release;  // in-flight requests finish on engine threads, which never need the GIL
-    thread_.join();
+  std::vector<int32_t> encode(const std::string& text, bool allow_special) const {
+    return tokenizer_->encode(text, allow_special);
   }
-  Batch(const Batch&) = delete;
-  Batch& operator=(const Batch&) = delete;
-
-  // Waits for finished requests and returns them as tuples (see fovea/_convert.py); None once all were returned.
-  // Checks for Ctrl-C every 100 ms.
-  nb::object next() {
-    std::vector<FinishedRequest> got;
-    bool done = false;
-    while (got.empty() && !done) {
-      {
-        nb::gil_scoped_release release;
-        std::unique_lock lock(mutex_);
-        cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return !ready_.empty() || done_; });
-        got.swap(ready_);
-        done = done_;
-      }
-      if (got.empty() && !done && PyErr_CheckSignals() != 0) throw nb::python_error();
-    }
-    if (got.empty()) return nb::none();
-    nb::list out;
-    for (const FinishedRequest& f : got) out.append(convert(f));
-    return out;
+  nb::str decode(const std::vector<int32_t>& ids, bool skip_special) const {
+    const std::string text = tokenizer_->decode(ids, skip_special);
+    return nb::steal<nb::str>(PyUnicode_DecodeUTF8(text.data(), Py_ssize_t(text.size()), "replace"));
   }
-
-  // Requests not yet handed to the engine finish at once as "cancelled"; those in flight run to their end.
-  void cancel() { cancelled_ = true; }
-  size_t size() const { return jobs_.size(); }
+  // The prompt the engine builds for a text-only turn (system "" -> the template's default).
+  std::vector<int32_t> chat_ids(const std::string& system, const std::string& user) const {
+    return build_chat_prompt(desc_, *tokenizer_, system, user, {}).ids;
+  }
+  int32_t token_id(const std::string& piece) const { return tokenizer_->token_id(piece); }
+  int vocab_size() const { return tokenizer_->vocab_size(); }
+  int32_t bos_id() const { return desc_.bos_id; }
+  std::vector<int32_t> eos_ids() const { return std::vector<int32_t>(desc_.eos_ids.begin(), desc_.eos_ids.end()); }
 
  private:
-  // The first URL image of each job is downloaded ahead through the prefetcher (taken in job order); further
-  // URL images of the same job, rare, are fetched when the job is built.
-  static constexpr int kPrefetchWindow = 32, kFetchParallel = 8;
-
-  void resolve_urls(size_t i, Prefetcher& prefetcher) {
-    Job& job = jobs_[i];
-    job.fetched = true;
-    Prefetched first = prefetcher.take(i);
-    bool first_taken = false;
-    for (size_t k = 0; k < job.urls.size() && job.error.empty(); ++k) {
-      if (job.urls[k].empty()) continue;
-      std::string bytes;
-      if (!first_taken) {
-        first_taken = true;
-        job.error = first.error;
-        bytes = std::move(first.bytes);
-      } else {
-        try {
-          bytes = fetch_bytes(job.urls[k]);
-        } catch (const std::exception& e) {
-          job.error = e.what();
-        }
-      }
-      if (job.error.empty() && bytes.empty()) job.error = "empty image at " + redact_url(job.urls[k]);
-      job.request.images[k].bytes = std::move(bytes);
-    }
-  }
-
-  void pump(int concurrency) {
-    std::vector<std::string> first_urls(jobs_.size());
-    for (size_t i = 0; i < jobs_.size(); ++i)
-      for (const std::string& url : jobs_[i].urls)
-        if (!url.empty() && jobs_[i].error.empty()) {
-          first_urls[i] = url;
-          break;
-        }
-    Prefetcher prefetcher(std::move(first_urls), FetchOptions{}, kPrefetchWindow, kFetchParallel);
-    PumpCallbacks callbacks;
-    // The first call for job i comes in index order (a retry, after an engine failed, comes later): the URLs are
-    // resolved then, once. The request is copied, not moved, so that a retry finds it whole.
-    callbacks.make_request = [this, &prefetcher](size_t i, Request* request, std::string* error) {
-      if (!jobs_[i].fetched) resolve_urls(i, prefetcher);
-      if (cancelled_) *error = "cancelled";
-      else if (!jobs_[i].error.empty()) *error = jobs_[i].error;
-      else *request = jobs_[i].request;
-      return error->empty();
-    };
-    callbacks.on_finished = [this](std::vector<FinishedRequest>& finished) { post(finished); };
-    std::string failure;
-    try {
-      pump_requests(*service_, jobs_.size(), concurrency, callbacks);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    std::vector<FinishedRequest> lost;  // only after a failure of the pump itself: every job still gets a result
-    for (size_t i = 0; i < jobs_.size(); ++i) {
-      if (reported_[i]) continue;
-      FinishedRequest f;
-      f.index = i;
-      f.final.finished = true;
-      f.final.finish_reason = "error";
-      f.final.error = failure.empty() ? "lost" : failure;
-      lost.push_back(std::move(f));
-    }
-    post(lost);
-    std::lock_guard lock(mutex_);
-    done_ = true;
-    cv_.notify_all();
-  }
-
-  void post(std::vector<FinishedRequest>& finished) {
-    std::lock_guard lock(mutex_);
-    for (auto& f : finished) {
-      reported_[f.index] = true;
-      ready_.push_back(std::move(f));
-    }
-    cv_.notify_all();
-  }
-
-  // (index, text, tokens, logprobs [(token, text, logprob, [(token, text, logprob)])], answer_logprobs dict,
-  //  finish_reason, error, prompt_tokens, completion_tokens, ms, choice_logprobs [one per choice], error_kind)
-  nb::tuple convert(const FinishedRequest& f) const {
-    const RequestEvent& ev = f.final;
-    nb::list tokens, logprobs;
-    for (int32_t t : f.tokens) tokens.append(t);
-    for (const TokenLogprob& lp : f.logprobs) {
-      nb::list top;
-      for (const auto& [token, value] : lp.top) top.append(nb::make_tuple(token, utf8(service_->token_text(token)), value));
-      logprobs.append(nb::make_tuple(lp.token, utf8(service_->token_text(lp.token)), lp.logprob, top));
-    }
-    nb::dict answers;
-    for (const auto& [answer, value] : ev.answer_logprobs) answers[utf8(answer)] = value;
-    std::string error = ev.error;
-    if (error.empty() && (ev.finish_reason == "error" || ev.finish_reason == "cancelled")) error = ev.finish_reason;
-    nb::list choices;
-    for (float value : ev.choice_logprobs) choices.append(value);
-    // A failure without a kind (cancelled by the caller, lost by the pump) counts as ours.
-    const ErrorKind kind = error.empty() ? ErrorKind::None
-                           : ev.error_kind == ErrorKind::None ? ErrorKind::Internal : ev.error_kind;
-    return nb::make_tuple(f.index, utf8(f.text), tokens, logprobs, answers, ev.finish_reason,
-                          error.empty() ? nb::none() : nb::object(utf8(error)), ev.prompt_tokens,
-                          ev.completion_tokens, ev.ms, choices,
-                          kind == ErrorKind::None ? nb::none() : nb::object(nb::str(error_kind_name(kind))));
-  }
-
-  std::shared_ptr<InferenceService> service_;
-  std::vector<Job> jobs_;
-  std::vector<bool> reported_;  // guarded by mutex_
-  std::atomic<bool> cancelled_{false};
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<FinishedRequest> ready_;
-  bool done_ = false;
-  std::thread thread_;
+  ModelDesc desc_;
+  std::unique_ptr<Tokenizer> tokenizer_;
 };
+
+// (system, user text, image count) of OpenAI-style messages as the engine reads them; images are not loaded.
+std::tuple<std::string, std::string, int> chat_parts(const std::string& messages_json) {
+  openai::ChatRequest chat;
+  openai::ApiError error;
+  const auto no_load = [](const std::string&) { return std::string(); };
+  if (!openai::parse_chat_request("{\"messages\": " + messages_json + "}", openai::ParseOptions{}, no_load, &chat,
+                                  &error))
+    throw nb::value_error(error.message.c_str());
+  return {chat.request.system, chat.request.prompt, int(chat.request.images.size())};
+}
 
 class EngineHandle {
  public:
@@ -263,8 +126,8 @@ class EngineHandle {
     nb::gil_scoped_release release;  // loading takes seconds: let other Python threads run
     service_ = make_engine_service(config);
   }
-  Batch* submit(std::vector<Job> jobs, int concurrency) {
-    return new Batch(live(), std::move(jobs), concurrency);
+  Batch* submit(std::vector<Job> jobs, const BatchOptions& options) {
+    return new Batch(live(), std::move(jobs), options);
   }
   std::string model_name() { return live()->model_name(); }
   std::string token_text(int32_t token) { return live()->token_text(token); }
@@ -288,13 +151,14 @@ class EngineHandle {
 };
 
 }  // namespace
-}  // namespace fovea
+}  // namespace fovea::py
 
 NB_MODULE(_fovea, m) {
   using namespace fovea;
+  using namespace fovea::py;
   m.doc() = "Native core of the fovea package (use fovea.Engine, not this module).";
-  nb::class_<EngineConfig> config(m, "EngineConfig");
-  config.def(nb::init<>())
+  nb::class_<EngineConfig>(m, "EngineConfig")
+      .def(nb::init<>())
       .def_rw("model_dir", &EngineConfig::model_dir)
       .def_rw("backend", &EngineConfig::backend)
       .def_rw("gpus", &EngineConfig::gpus)
@@ -315,20 +179,62 @@ NB_MODULE(_fovea, m) {
       .def_rw("quantization", &EngineConfig::quantization)
       .def_rw("w4", &EngineConfig::w4);
 
+  nb::class_<GenerationParams>(m, "GenerationParams")
+      .def(nb::init<>())
+      .def_rw("max_tokens", &GenerationParams::max_tokens)
+      .def_rw("temperature", &GenerationParams::temperature)
+      .def_rw("top_p", &GenerationParams::top_p)
+      .def_rw("top_k", &GenerationParams::top_k)
+      .def_rw("min_p", &GenerationParams::min_p)
+      .def_rw("repetition_penalty", &GenerationParams::repetition_penalty)
+      .def_rw("presence_penalty", &GenerationParams::presence_penalty)
+      .def_rw("frequency_penalty", &GenerationParams::frequency_penalty)
+      .def_rw("seed", &GenerationParams::seed)
+      .def_rw("stop", &GenerationParams::stop)
+      .def_rw("stop_token_ids", &GenerationParams::stop_token_ids)
+      .def_rw("answers", &GenerationParams::answers)
+      .def_rw("choices", &GenerationParams::choices)
+      .def_rw("top_logprobs", &GenerationParams::top_logprobs)
+      .def_rw("ignore_eos", &GenerationParams::ignore_eos)
+      .def_rw("return_prompt_token_ids", &GenerationParams::return_prompt_token_ids);
+
+  nb::class_<BatchOptions>(m, "BatchOptions")
+      .def(nb::init<>())
+      .def_rw("concurrency", &BatchOptions::concurrency)
+      .def_rw("deltas", &BatchOptions::deltas)
+      .def_rw("engine_failure_retries", &BatchOptions::engine_failure_retries)
+      .def_rw("ca_file", &BatchOptions::ca_file)
+      .def_rw("s3_endpoint", &BatchOptions::s3_endpoint)
+      .def_rw("fetch_timeout", &BatchOptions::fetch_timeout)
+      .def_rw("fetch_retries", &BatchOptions::fetch_retries)
+      .def_rw("fetch_parallel", &BatchOptions::fetch_parallel)
+      .def_rw("prefetch", &BatchOptions::prefetch)
+      .def_rw("max_image_bytes", &BatchOptions::max_image_bytes);
+
   nb::class_<Job>(m, "Job");
   m.def("make_job", &make_job, nb::kw_only(), nb::arg("images"), nb::arg("labels"), nb::arg("prompt"),
-        nb::arg("system"), nb::arg("messages_json"), nb::arg("max_tokens"), nb::arg("temperature"), nb::arg("top_p"),
-        nb::arg("seed"), nb::arg("stop"), nb::arg("top_logprobs"), nb::arg("answers"), nb::arg("choices"), nb::arg("tiling"),
-        nb::arg("max_tiles"), nb::arg("error"));
+        nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
+        nb::arg("max_image_bytes"), nb::arg("error"));
+  m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
 
   nb::class_<Batch>(m, "Batch")
       .def("next", &Batch::next)
       .def("cancel", &Batch::cancel)
       .def("__len__", &Batch::size);
 
+  nb::class_<TokenizerHandle>(m, "TokenizerHandle")
+      .def(nb::init<const std::string&>())
+      .def("encode", &TokenizerHandle::encode, nb::arg("text"), nb::arg("allow_special"))
+      .def("decode", &TokenizerHandle::decode, nb::arg("ids"), nb::arg("skip_special"))
+      .def("chat_ids", &TokenizerHandle::chat_ids, nb::arg("system"), nb::arg("user"))
+      .def("token_id", &TokenizerHandle::token_id)
+      .def("vocab_size", &TokenizerHandle::vocab_size)
+      .def("bos_id", &TokenizerHandle::bos_id)
+      .def("eos_ids", &TokenizerHandle::eos_ids);
+
   nb::class_<EngineHandle>(m, "EngineHandle")
       .def(nb::init<const EngineConfig&>())
-      .def("submit", &EngineHandle::submit, nb::arg("jobs"), nb::arg("concurrency"), nb::rv_policy::take_ownership)
+      .def("submit", &EngineHandle::submit, nb::arg("jobs"), nb::arg("options"), nb::rv_policy::take_ownership)
       .def("model_name", &EngineHandle::model_name)
       .def("token_text", &EngineHandle::token_text)
       .def("stats_json", &EngineHandle::stats_json_text)

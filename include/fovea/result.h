@@ -29,6 +29,7 @@ struct RequestEvent {
   std::map<std::string, float> answer_logprobs;  // answer text -> log-prob, when params.answers was set
   std::vector<float> first_logits;             // [vocab] of the first generated token, when asked (final event)
   std::vector<float> choice_logprobs;          // per params.choices entry, same order (final event)
+  std::vector<int32_t> prompt_token_ids;       // when params.return_prompt_token_ids (final event)
   int prompt_tokens = 0;
   int completion_tokens = 0;
   double ms = 0.0;                             // submit to finish

@@ -8,6 +8,8 @@ import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ._sampling import MAX_SEED, CompletionOutput, Logprob, SamplingParams, check_sampling
+
 # A path (str or PathLike), an http://, https:// or s3://bucket/key URL (downloaded ahead of the engine with
 # retries; TLS roots from FOVEA_CA_BUNDLE, S3 keys and endpoint from the usual AWS_* variables or ~/.aws), the
 # encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a PIL image.
@@ -21,9 +23,11 @@ URL_SCHEMES = ("http", "https", "s3")
 class Request:
     """One generation: images, a prompt (or OpenAI-style chat messages) and sampling parameters.
 
-    Names follow vLLM's SamplingParams where the meaning is the same. `answers` asks for the log-probability of
-    each given answer's first token (e.g. ["yes", "no"]); `logprobs=n` returns the n most likely tokens at each
-    generated position. `tiling` ("official" or "compact") and `max_tiles` override the Engine's defaults.
+    The sampling fields are vLLM's SamplingParams fields with the same meaning (see fovea.SamplingParams), but
+    Fovea's defaults for short answers: greedy, one token. `seed` None draws a fresh random seed; `n` samples
+    use seeds seed, seed+1, ... `answers` asks for the log-probability of each given answer's first token (e.g.
+    ["yes", "no"]); `logprobs=n` returns the n most likely tokens at each generated position. `tiling`
+    ("official" or "compact") and `max_tiles` override the Engine's defaults.
     """
 
     image: Optional[ImageLike] = None
@@ -34,7 +38,7 @@ class Request:
     max_tokens: int = 1
     temperature: float = 0.0
     top_p: float = 1.0
-    seed: int = 0
+    seed: Optional[int] = None
     stop: Union[str, Sequence[str], None] = None
     logprobs: Optional[int] = None
     answers: Optional[Sequence[str]] = None
@@ -43,25 +47,32 @@ class Request:
     choices: Optional[Sequence[str]] = None
     tiling: Optional[str] = None
     max_tiles: Optional[int] = None
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    stop_token_ids: Optional[Sequence[int]] = None
+    ignore_eos: bool = False
+    n: int = 1
 
     def validate(self) -> None:
         """Raises ValueError for parameters no engine could run (bad images only fail their own Result)."""
-        if self.max_tokens < 1:
-            raise ValueError("max_tokens must be at least 1")
-        if not (self.temperature >= 0 and math.isfinite(self.temperature)):
-            raise ValueError("temperature must be >= 0")
-        if not 0 < self.top_p <= 1:
-            raise ValueError("top_p must be in (0, 1]")
-        if self.logprobs is not None and self.logprobs < 0:
-            raise ValueError("logprobs must be >= 0")
+        check_sampling(self)
         if self.tiling is not None and self.tiling not in TILINGS:
             raise ValueError(f"tiling must be one of {TILINGS}")
         if self.max_tiles is not None and self.max_tiles < 1:
             raise ValueError("max_tiles must be at least 1")
         if self.messages is not None and self.prompt is not None:
             raise ValueError("give a prompt or messages, not both")
-        if self.seed < 0:
-            raise ValueError("seed must be >= 0")
+
+    def with_sampling(self, sampling: SamplingParams) -> "Request":
+        """This request with `sampling`'s generation fields instead of its own."""
+        return dataclasses.replace(self, **sampling.fields())
+
+    def sample_seed(self, sample: int) -> Optional[int]:
+        """The seed of sample `sample` of `n`: seed + sample (vLLM's parallel sampling), None for a random one."""
+        return None if self.seed is None else (self.seed + sample) % (MAX_SEED + 1)
 
     def all_images(self) -> List[ImageLike]:
         return ([] if self.image is None else [self.image]) + list(self.images)
@@ -96,10 +107,14 @@ class Result:
     """The outcome of one Request. `error` is None on success, else a message (e.g. the image could not be
     decoded), and `error_kind` says whose fault: "invalid_request" (also any input rejected before the engine),
     "invalid_image", "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the
-    device failed; another engine may serve it) or "internal". `index` is the request's position in the call's
-    input. `answer_logprobs` maps each of the
-    request's `answers` to its log-probability (-inf where it is not a single known token); `logprobs` is None
-    unless the request asked for it."""
+    device failed, here and on the engine it was retried on) or "internal". `index` is the request's position in
+    the call's input. `answer_logprobs` maps each of the request's `answers` to its log-probability (-inf where it
+    is not a single known token); `logprobs` is None unless the request asked for it.
+
+    vLLM's RequestOutput fields too: `outputs` (one CompletionOutput per sample, `n` of them; text, tokens,
+    finish_reason and logprobs above are the first sample's), `prompt`, `prompt_token_ids` (the prompt as the
+    model saw it: chat template and image tokens included), `request_id`, `finished`. With n > 1,
+    completion_tokens counts every sample's tokens and error is the first failed sample's."""
 
     index: int
     text: str = ""
@@ -113,25 +128,64 @@ class Result:
     ms: float = 0.0
     choice_logprobs: Dict[str, float] = dataclasses.field(default_factory=dict)
     error_kind: Optional[str] = None
+    outputs: List[CompletionOutput] = dataclasses.field(default_factory=list)
+    prompt: Optional[str] = None
+    prompt_token_ids: List[int] = dataclasses.field(default_factory=list)
+    request_id: str = ""
+    finished: bool = True
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-def make_result(raw: Tuple, request: Request) -> Result:
-    """A Result from the native tuple (python/bindings.cc, Batch::convert)."""
-    (index, text, tokens, logprobs, answers, finish_reason, error, prompt_tokens, completion_tokens, ms,
-     choices, error_kind) = raw
-    token_logprobs = None
-    if request.logprobs is not None:
-        token_logprobs = [TokenLogprob(token, token_text, value,
-                                       [TokenLogprob(t, s, v) for t, s, v in top[:request.logprobs]])
-                          for token, token_text, value, top in logprobs]
+# The native tuple of one finished sample (python/batch.cc, Batch::convert).
+(_INDEX, _TEXT, _TOKENS, _LOGPROBS, _ANSWERS, _FINISH, _ERROR, _PROMPT_TOKENS, _COMPLETION_TOKENS, _MS, _CHOICES,
+ _ERROR_KIND, _PROMPT_IDS) = range(13)
+
+
+def token_logprobs(raw_logprobs: list, wanted: Optional[int]) -> Optional[List[TokenLogprob]]:
+    """[(token, text, logprob, [(token, text, logprob)])] -> TokenLogprobs with `wanted` alternatives each."""
+    if wanted is None:
+        return None
+    return [TokenLogprob(token, text, value, [TokenLogprob(t, s, v) for t, s, v in top[:wanted]])
+            for token, text, value, top in raw_logprobs]
+
+
+def vllm_logprobs(logprobs: List[TokenLogprob]) -> List[Dict[int, Logprob]]:
+    """vLLM's form: per position {token_id: Logprob}, the chosen token and its alternatives ranked 1, 2, ..."""
+    positions = []
+    for lp in logprobs:
+        entry = {alt.token: Logprob(alt.logprob, rank, alt.text) for rank, alt in enumerate(lp.top, 1)}
+        if lp.token not in entry:
+            entry[lp.token] = Logprob(lp.logprob, None, lp.text)
+        positions.append(entry)
+    return positions
+
+
+def completion_output(sample: int, raw: Tuple, request: Request) -> CompletionOutput:
+    logprobs = token_logprobs(raw[_LOGPROBS], request.logprobs)
+    return CompletionOutput(
+        index=sample, text=raw[_TEXT], token_ids=list(raw[_TOKENS]),
+        cumulative_logprob=None if logprobs is None else sum(lp.logprob for lp in logprobs),
+        logprobs=None if logprobs is None else vllm_logprobs(logprobs), finish_reason=raw[_FINISH] or None,
+        error=raw[_ERROR], error_kind=raw[_ERROR_KIND])
+
+
+def make_result(raws: Sequence[Tuple], request: Request, index: int) -> Result:
+    """The Result of `request` (input `index`) from the native tuples of its samples, in sample order."""
+    first = raws[0]
+    failed = next((raw for raw in raws if raw[_ERROR] is not None), None)
+    error, error_kind = (failed[_ERROR], failed[_ERROR_KIND]) if failed is not None else (None, None)
+    answers, choices = first[_ANSWERS], first[_CHOICES]
     answer_logprobs = {a: answers.get(a, -math.inf) for a in (request.answers or ())} if error is None else {}
     choice_logprobs = dict(zip(request.choices or (), choices)) if error is None else {}
-    return Result(index, text, tokens, token_logprobs, answer_logprobs, finish_reason, error, prompt_tokens,
-                  completion_tokens, ms, choice_logprobs, error_kind)
+    prompt_ids = next((list(raw[_PROMPT_IDS]) for raw in raws if raw[_PROMPT_IDS]), [])
+    return Result(index, first[_TEXT], list(first[_TOKENS]), token_logprobs(first[_LOGPROBS], request.logprobs),
+                  answer_logprobs, first[_FINISH], error, max(raw[_PROMPT_TOKENS] for raw in raws),
+                  sum(raw[_COMPLETION_TOKENS] for raw in raws), max(raw[_MS] for raw in raws), choice_logprobs,
+                  error_kind, [completion_output(k, raw, request) for k, raw in enumerate(raws)], request.prompt,
+                  prompt_ids, str(index), True)
 
 
 def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:

@@ -19,6 +19,7 @@ void Scheduler::add_choices(PreparedRequest request) {
   group->id = request.id;
   group->submitted = request.submitted;
   group->prompt_len = int(request.prompt.size());
+  group->return_prompt_token_ids = request.params.return_prompt_token_ids;
   group->texts = request.params.choices;
   group->choice_ids = std::move(request.choice_ids);
   std::string problem;
@@ -86,6 +87,8 @@ void Scheduler::on_choice_scored(Sequence& seq, const std::string& reason, const
   RequestEvent event;
   event.finished = true;
   event.prompt_tokens = group.prompt_len;
+  if (group.return_prompt_token_ids)
+    event.prompt_token_ids.assign(seq.tokens.begin(), seq.tokens.begin() + group.prompt_len);
   if (reason == "stop" && error.empty()) {
     group.next_logprobs[size_t(seq.choice_context)] = std::move(seq.choice_logprobs);
     if (--group.unscored > 0) return;

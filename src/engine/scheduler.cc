@@ -48,7 +48,8 @@ std::string Scheduler::check_limits(const PreparedRequest& request, ErrorKind* k
   const GenerationParams& params = request.params;
   if (prompt_len == 0) return "empty prompt";
   if (params.max_tokens < 1) return str("max_tokens must be at least 1, got ", params.max_tokens);
-  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) return str("top_p must be in (0, 1], got ", params.top_p);
+  const std::string sampling = check_sampling(params);
+  if (!sampling.empty()) return sampling;
   *kind = ErrorKind::ContextLength;
   if (prompt_len > desc.llm.max_position)
     return context_length_error(prompt_len, desc.llm.max_position);
@@ -106,7 +107,8 @@ std::unique_ptr<Sequence> Scheduler::make_sequence(PreparedRequest request) cons
   seq->answer_ids = std::move(request.answer_ids);
   if (!seq->params.ignore_eos) seq->stop_ids.assign(desc.eos_ids.begin(), desc.eos_ids.end());
   seq->stop_ids.insert(seq->stop_ids.end(), seq->params.stop_token_ids.begin(), seq->params.stop_token_ids.end());
-  seq->rng = Rng(seq->params.seed);
+  seq->rng = Rng(seq->params.seed ? *seq->params.seed : random_seed());
+  seq->penalties = PenaltyState(penalties_of(seq->params), seq->tokens);
   if (tokenizer_) {
     seq->decoder.emplace(*tokenizer_, true);
     seq->stop_matcher.emplace(seq->params.stop);

@@ -130,7 +130,7 @@ std::vector<SeqChunk> Scheduler::build_chunks(const StepPlan& plan) const {
     if (chunk.sample) {
       if (seq.generated == 0) chunk.answer_ids = seq.answer_ids;
       // Downloading [vocab] floats costs; only sampling, log-probs or an explicit ask for them need it.
-      chunk.want_logits = seq.params.temperature > 0.0f || seq.params.top_logprobs > 0 ||
+      chunk.want_logits = seq.params.temperature > 0.0f || seq.penalties.active() || seq.params.top_logprobs > 0 ||
                           (seq.generated == 0 && seq.params.return_first_logits);
     }
     chunks.push_back(std::move(chunk));

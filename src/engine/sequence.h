@@ -38,6 +38,7 @@ struct ChoiceGroup {
   int64_t id = -1;  // the request's; its scoring sequences carry it too
   Clock::time_point submitted;
   int prompt_len = 0;
+  bool return_prompt_token_ids = false;                // the request's GenerationParams flag
   std::vector<std::string> texts;                      // the choices as given
   std::vector<std::vector<int32_t>> choice_ids;        // their tokens
   std::vector<std::vector<int32_t>> next_ids;          // per context: the tokens following it in some choice
@@ -74,6 +75,7 @@ struct Sequence {
   std::vector<float> first_logits;  // kept until the final event when params.return_first_logits
   std::vector<int32_t> stop_ids;  // model EOS ids + the request's stop ids
   Rng rng{0};
+  PenaltyState penalties;  // vLLM's repetition / presence / frequency penalties over prompt and output
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stop_matcher;
   int generated = 0;

@@ -6,6 +6,20 @@
 #include "engine/scheduler.h"
 
 namespace fovea {
+namespace {
+
+// The runner's argmax when nothing changes the logits; else the penalised logits, greedy or sampled.
+int32_t choose_token(Sequence& seq, const SeqResult& result) {
+  const GenerationParams& p = seq.params;
+  if (p.temperature <= 0.0f && !seq.penalties.active()) return result.argmax;
+  const SamplingParams sampling = sampling_of(p);
+  if (!seq.penalties.active()) return sample_token(result.logits, sampling, seq.rng);
+  std::vector<float> logits = result.logits;
+  seq.penalties.apply(logits);
+  return sample_token(logits, sampling, seq.rng);
+}
+
+}  // namespace
 
 void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult& result) {
   const int vocab = runner_.desc().llm.vocab;
@@ -27,15 +41,14 @@ void Scheduler::on_sampled(Sequence& seq, const SeqChunk& chunk, const SeqResult
     FOVEA_CHECK(int(result.logits.size()) == vocab, "runner returned ", result.logits.size(), " logits, vocab is ",
                 vocab);
   if (seq.generated == 0 && seq.params.return_first_logits) seq.first_logits = result.logits;
-  const int32_t token = seq.params.temperature > 0.0f
-                            ? sample_token(result.logits, {seq.params.temperature, seq.params.top_p}, seq.rng)
-                            : result.argmax;
+  const int32_t token = choose_token(seq, result);
   FOVEA_CHECK(token >= 0 && token < vocab, "sampled token ", token, " outside the vocabulary of ", vocab);
   if (seq.params.top_logprobs > 0)
     event.logprob_delta.push_back(
         TokenLogprob{token, token_logprob(result.logits, token), top_logprobs(result.logits, seq.params.top_logprobs)});
 
   seq.tokens.push_back(token);
+  seq.penalties.add_output(token);
   ++seq.generated;
   ++counters_.completion_tokens;
   event.token_delta.push_back(token);
@@ -75,6 +88,8 @@ void Scheduler::finish(Sequence& seq, const std::string& reason, const std::stri
   event.answer_logprobs = seq.answer_logprobs;
   event.first_logits = std::move(seq.first_logits);
   event.prompt_tokens = seq.prompt_len;
+  if (seq.params.return_prompt_token_ids)
+    event.prompt_token_ids.assign(seq.tokens.begin(), seq.tokens.begin() + seq.prompt_len);
   event.completion_tokens = seq.generated;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - seq.submitted).count();
   sink_(seq.id, event);
@@ -103,6 +118,7 @@ void Scheduler::emit_final_without_sequence(const PreparedRequest& request, cons
   event.error = error;
   event.error_kind = reason == "error" ? kind : ErrorKind::None;
   event.prompt_tokens = int(request.prompt.size());
+  if (request.params.return_prompt_token_ids) event.prompt_token_ids = request.prompt;
   event.ms = std::chrono::duration<double, std::milli>(Clock::now() - request.submitted).count();
   sink_(request.id, event);
 }

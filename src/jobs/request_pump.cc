@@ -35,10 +35,11 @@ struct Mailbox {
 };
 
 // Collects one request's deltas; the engine calls it for that request in order.
-RequestCallback collector(size_t index, std::shared_ptr<Mailbox> mailbox) {
+RequestCallback collector(size_t index, std::shared_ptr<Mailbox> mailbox, const PumpCallbacks& callbacks) {
   auto partial = std::make_shared<FinishedRequest>();
   partial->index = index;
-  return [partial, mailbox](const RequestEvent& ev) {
+  return [partial, mailbox, on_event = callbacks.on_event, index](const RequestEvent& ev) {
+    if (on_event) on_event(index, ev);
     partial->text += ev.text_delta;
     partial->tokens.insert(partial->tokens.end(), ev.token_delta.begin(), ev.token_delta.end());
     partial->logprobs.insert(partial->logprobs.end(), ev.logprob_delta.begin(), ev.logprob_delta.end());
@@ -87,7 +88,7 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
         have_pending = true;
       }
       try {
-        service.submit(pending, collector(pending_index, mailbox));
+        service.submit(pending, collector(pending_index, mailbox, callbacks));
         have_pending = false;
         ++in_flight;
       } catch (const std::exception& e) {

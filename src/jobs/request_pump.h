@@ -25,6 +25,10 @@ struct PumpCallbacks {
   std::function<bool(size_t index, Request* request, std::string* error)> make_request;
   // Receives finished jobs in batches, on the calling thread.
   std::function<void(std::vector<FinishedRequest>& finished)> on_finished;
+  // Optional: every event of a job as the engine sends it, final included, on an engine thread (must not block).
+  // It comes before the job is reported finished; a job retried after its engine failed starts over (a second
+  // make_request call for that index says so).
+  std::function<void(size_t index, const RequestEvent& event)> on_event;
   // Called at least every few hundred milliseconds while jobs run (progress display).
   std::function<void()> on_tick;
   // A job whose request failed because its engine failed (ErrorKind::EngineFailed) is built and submitted again

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 
 #include "core/error.h"
 #include "requests/json_fields.h"
@@ -191,6 +192,44 @@ bool read_choices(const Json& body, GenerationParams* params, ApiError* error) {
   return false;
 }
 
+// OpenAI's presence/frequency penalties and vLLM's extra sampling fields (top_k, min_p, repetition_penalty,
+// stop_token_ids, ignore_eos), with vLLM's ranges; the engine applies them as vLLM does (engine/sampler.h).
+bool read_sampling(const Json& body, GenerationParams* p, ApiError* error) {
+  struct Field {
+    const char* name;
+    double lo, hi;
+    float* value;
+  };
+  const Field fields[] = {{"min_p", 0.0, 1.0, &p->min_p},
+                          {"repetition_penalty", 1e-6, 1e6, &p->repetition_penalty},
+                          {"presence_penalty", -2.0, 2.0, &p->presence_penalty},
+                          {"frequency_penalty", -2.0, 2.0, &p->frequency_penalty}};
+  for (const Field& f : fields) {
+    double number = *f.value;
+    if (!read_number(body, f.name, f.lo, f.hi, &number, error)) return false;
+    *f.value = float(number);
+  }
+  bool present = false;
+  int64_t v = 0;
+  if (!read_int(body, "top_k", -1, INT32_MAX, &v, &present, error)) return false;
+  if (present) p->top_k = int(v);
+  if (!read_bool(body, "ignore_eos", &p->ignore_eos, error)) return false;
+  const auto ids = body.find("stop_token_ids");
+  if (ids == body.end() || ids->is_null()) return true;
+  if (!ids->is_array() || ids->size() > 64) {
+    *error = bad("stop_token_ids must be an array of at most 64 token ids", "stop_token_ids");
+    return false;
+  }
+  for (const auto& id : *ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
+      *error = bad("stop_token_ids must hold non-negative integers", "stop_token_ids");
+      return false;
+    }
+    p->stop_token_ids.push_back(int32_t(id.get<int64_t>()));
+  }
+  return true;
+}
+
 bool read_generation(const Json& body, const ParseOptions& options, ChatRequest* out, ApiError* error) {
   GenerationParams& p = out->request.params;
   bool present = false;
@@ -210,6 +249,7 @@ bool read_generation(const Json& body, const ParseOptions& options, ChatRequest*
   if (!read_number(body, "top_p", 0.0, 1.0, &number, error)) return false;
   p.top_p = float(number);
   if (!read_stop(body, &p, error)) return false;
+  if (!read_sampling(body, &p, error)) return false;
   if (!read_choices(body, &p, error)) return false;
   if (!read_bool(body, "logprobs", &out->logprobs, error)) return false;
   if (!read_int(body, "top_logprobs", 0, 20, &v, &present, error)) return false;

@@ -277,6 +277,63 @@ TEST(Scheduler, StopTokensSeededSamplingAndAnswerLogprobs) {
   EXPECT_FLOAT_EQ(h.finals[5].answer_logprobs["no"], -0.5f - 23 % 7);
 }
 
+// Penalties are applied to the logits before the choice, greedy included: each token is the argmax of the raw
+// log-probs (every one returned through top_logprobs) minus vLLM's frequency and presence penalties for what
+// was generated before it; repetition scales the first token's raw logits for the prompt's tokens. Requests
+// without a seed get a fresh one each.
+TEST(Scheduler, PenaltiesSteerGreedyChoicesAndUnseededRequestsDiffer) {
+  FakeRunnerConfig rc;
+  rc.vocab = 400;
+  const PromptSpec spec{text(7), {}, {}};
+  Harness h(rc);
+  PreparedRequest repeat = make_request(1, spec, 12);
+  repeat.params.ignore_eos = true;
+  repeat.params.frequency_penalty = -1.5f;  // negative: rewards repeating, so the penalty visibly steers
+  repeat.params.presence_penalty = -0.5f;
+  repeat.params.top_logprobs = rc.vocab;
+  h.scheduler.add(std::move(repeat));
+  PreparedRequest prompt_words = make_request(2, spec, 1);
+  prompt_words.params.repetition_penalty = 0.5f;  // < 1: rewards the prompt's tokens (the fake's logits are > 0)
+  prompt_words.params.return_first_logits = true;
+  h.scheduler.add(std::move(prompt_words));
+  for (int64_t id : {3, 4}) {
+    PreparedRequest unseeded = make_request(id, spec, 8);
+    unseeded.params.temperature = 1.0f;
+    h.scheduler.add(std::move(unseeded));
+  }
+  h.run();
+
+  ASSERT_EQ(h.logprobs[1].size(), 12u);
+  std::map<int32_t, int> counts;
+  int steered = 0;
+  for (const TokenLogprob& step : h.logprobs[1]) {
+    ASSERT_EQ(step.top.size(), size_t(rc.vocab));
+    int32_t best = -1, raw_best = step.top[0].first;
+    double best_value = -1e30;
+    for (const auto& [id, logprob] : step.top) {
+      const auto seen = counts.find(id);
+      const double value = logprob + (seen == counts.end() ? 0.0 : 1.5 * seen->second + 0.5);
+      if (value > best_value || (value == best_value && id < best)) best = id, best_value = value;
+    }
+    EXPECT_EQ(step.token, best);
+    steered += step.token != raw_best;
+    counts[step.token]++;
+  }
+  EXPECT_GT(steered, 0) << "the penalty never changed a choice: the test would not see it missing";
+
+  const std::vector<float>& logits = h.finals[2].first_logits;
+  ASSERT_EQ(logits.size(), size_t(rc.vocab));
+  const std::set<int32_t> prompt(spec.head.begin(), spec.head.end());
+  int32_t expected = 0;
+  for (int32_t id = 0; id < rc.vocab; ++id) {
+    const auto adjusted = [&](int32_t t) { return logits[size_t(t)] * (prompt.count(t) ? 2.0f : 1.0f); };
+    if (adjusted(id) > adjusted(expected)) expected = id;
+  }
+  EXPECT_TRUE(prompt.count(expected));
+  EXPECT_EQ(h.tokens[2], std::vector<int32_t>{expected});
+  EXPECT_NE(h.tokens[3], h.tokens[4]);  // 8 draws from ~400 tokens: equal by chance with probability < 1e-18
+}
+
 TEST(Scheduler, ManyImagesUnderATightVisionPool) {
   FakeRunnerConfig rc;
   rc.vision_pool_tiles = 5;

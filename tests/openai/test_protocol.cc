@@ -53,6 +53,33 @@ TEST(OpenAiParse, TextImageAndParameters) {
   EXPECT_EQ(r.request.max_tiles, 2);
 }
 
+TEST(OpenAiParse, VllmSamplingFields) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"temperature":0.7,"top_k":20,"min_p":0.05,
+                        "repetition_penalty":1.1,"presence_penalty":-0.5,"frequency_penalty":1.5,
+                        "stop_token_ids":[7,9],"ignore_eos":true})",
+                    &r, &e))
+      << e.message;
+  const GenerationParams& p = r.request.params;
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_FLOAT_EQ(p.min_p, 0.05f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, 1.5f);
+  EXPECT_EQ(p.stop_token_ids, (std::vector<int32_t>{7, 9}));
+  EXPECT_TRUE(p.ignore_eos);
+  EXPECT_FALSE(p.seed.has_value());  // no seed: the engine draws a fresh one
+  for (const char* body : {R"({"messages":[{"role":"user","content":"a"}],"top_k":-2})",
+                           R"({"messages":[{"role":"user","content":"a"}],"min_p":1.5})",
+                           R"({"messages":[{"role":"user","content":"a"}],"repetition_penalty":0})",
+                           R"({"messages":[{"role":"user","content":"a"}],"presence_penalty":3})",
+                           R"({"messages":[{"role":"user","content":"a"}],"stop_token_ids":[-1]})",
+                           R"({"messages":[{"role":"user","content":"a"}],"stop_token_ids":"7"})",
+                           R"({"messages":[{"role":"user","content":"a"}],"ignore_eos":1})"})
+    EXPECT_FALSE(parse(body, &r, &e)) << body;
+}
+
 TEST(OpenAiParse, DefaultsAndStringContent) {
   ChatRequest r;
   ApiError e;
