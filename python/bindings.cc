@@ -177,6 +177,7 @@ NB_MODULE(_fovea, m) {
       .def_rw("batch_invariant", &EngineConfig::batch_invariant)
       .def_rw("gpu_normalize", &EngineConfig::gpu_normalize)
       .def_rw("quantization", &EngineConfig::quantization)
+      .def_rw("memory_limit_bytes", &EngineConfig::memory_limit_bytes)
       .def_rw("w4", &EngineConfig::w4);
 
   nb::class_<GenerationParams>(m, "GenerationParams")

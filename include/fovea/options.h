@@ -32,7 +32,8 @@ struct EngineConfig {
   // depends on its batch-mates), "fp8-channel" (per-channel weights x per-token activations), "fp8-block"
   // (128x128 weight blocks x 1x128 activation blocks); "fp8" = fp8-channel; "fp8-all": fp8 for the ViT layers'
   // linears too (slower on the H200). The patch embedding, the projector and the LM head stay in the
-  // checkpoint's dtype.
+  // checkpoint's dtype. "w4a16": the LLM's projections 4-bit (W4A16, linear_w4): a 4-bit AWQ / GPTQ checkpoint
+  // kept packed (as --w4 packed); a dense checkpoint is refused.
   std::string quantization = "none";
   // A 4-bit AWQ / GPTQ checkpoint's LLM linears: "packed" keeps them 4-bit on the device (W4A16, linear_w4),
   // "dequantize" loads them as bf16, "auto" packs on CUDA and dequantizes on the CPU (whose linear_w4 is the
@@ -43,6 +44,9 @@ struct EngineConfig {
   // split-KV. Slower; the CPU reference is batch-invariant anyway. With fp8-tensor the per-tensor activation
   // scale still couples the batch (use fp8 / fp8-channel / fp8-block).
   bool batch_invariant = false;
+  // Device bytes this engine may plan for (weights, KV pool, image pool, workspace, runtime reserve); 0: what the
+  // GPU has free at start (the CPU backend: no limit). A model that does not fit is refused before loading.
+  int64_t memory_limit_bytes = 0;
 };
 
 struct EngineStats {

@@ -78,6 +78,9 @@ class Backend {
   virtual void fill_zero(Tensor& t) = 0;
   virtual void synchronize() = 0;
   virtual size_t memory_in_use() const = 0;  // bytes taken through alloc()
+  // Device bytes free for new allocations now (CUDA: cudaMemGetInfo's free); 0 when unknown or unbounded (the CPU
+  // reference). The engine plans its memory against it before loading anything (runtime/memory_plan.h).
+  virtual size_t memory_free() const { return 0; }
 
   // ---- dense ops ----
   // y[M,N] = act(x[M,K] · w[N,K]^T + bias[N]); bias may be empty.

@@ -1,13 +1,15 @@
 // fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png]: prints the grid, tiles and image tokens each
 // tiling policy spends on the image, and draws both grids over it (official in red, compact in blue dashes).
 // fovea inspect --model DIR: prints what the loader reads from the checkpoint's config (sizes, tiles,
-// quantization); with an IMAGE too, both.
+// quantization); with an IMAGE too, both. --plan adds the device memory an engine would plan for it on one GPU
+// (cli/inspect_plan.h).
 #include <cctype>
 #include <cstdio>
 #include <map>
 #include <filesystem>
 
 #include "cli/command.h"
+#include "cli/inspect_plan.h"
 #include "image/encode.h"
 #include "image/preprocess.h"
 #include "model/model_desc.h"
@@ -120,13 +122,26 @@ void print_model(const std::string& dir) {
 
 int run_inspect(const std::vector<std::string>& argv) {
   const Args args(argv);
-  args.allow_only({"--max-tiles", "--exif", "--out", "--model"});
+  args.allow_only({"--max-tiles", "--exif", "--out", "--model", "--plan", "--quantization", "--gpu-memory",
+                   "--kv-blocks"});
   const std::string model = args.get("--model");
-  FOVEA_CHECK(args.positional().size() == 1 || (args.positional().empty() && !model.empty()),
-              "usage: fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png] | fovea inspect --model DIR");
+  std::vector<std::string> positional = args.positional();
+  if (!args.get("--plan").empty()) positional.push_back(args.get("--plan"));  // "--plan IMAGE": a flag, then the image
+  FOVEA_CHECK(positional.size() == 1 || (positional.empty() && !model.empty()),
+              "usage: fovea inspect IMAGE [--max-tiles N] [--exif] [--out FILE.png] | fovea inspect --model DIR "
+              "[--plan [--quantization Q] [--gpu-memory SIZE] [--kv-blocks N]]");
   if (!model.empty()) print_model(model);
-  if (args.positional().empty()) return 0;
-  const std::string path = args.positional()[0];
+  if (args.has("--plan")) {
+    FOVEA_CHECK(!model.empty(), "--plan needs --model DIR");
+    EngineConfig config;
+    config.model_dir = model;
+    config.quantization = args.get("--quantization", "none");
+    config.kv_blocks = args.get_int("--kv-blocks", 0);
+    const std::string memory = args.get("--gpu-memory");
+    print_memory_plan(model, config, memory.empty() ? kDefaultPlanMemory : parse_byte_size(memory));
+  }
+  if (positional.empty()) return 0;
+  const std::string path = positional[0];
   PreprocessOptions options;
   options.max_tiles = args.get_int("--max-tiles", options.max_tiles);
   options.exif_transpose = args.has("--exif");

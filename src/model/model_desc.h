@@ -103,6 +103,9 @@ struct ModelWeights {
   std::vector<std::shared_ptr<void>> keep_alive;  // mmaps the tensors point into
   const Tensor& get(const std::string& name) const;  // throws naming the missing tensor
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
+  Shape shape_of(const std::string& name) const { return get(name).shape; }
+  // The same for two names stored once (a tied lm_head and the embedding).
+  const void* storage_key(const std::string& name) const { return get(name).data; }
 };
 
 struct LoadedModel {

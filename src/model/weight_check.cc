@@ -40,27 +40,23 @@ int64_t count_range(const Tensor& t, int64_t begin, int64_t end) {
 
 int64_t count_non_finite(const Tensor& tensor) { return count_range(tensor, 0, tensor.numel()); }
 
-void check_weights_finite(const ModelWeights& weights, const std::string& model_dir) {
-  // Work items of at most 16M elements so one big embedding does not serialise the scan.
+void check_tensor_finite(const std::string& name, const Tensor& tensor, const std::string& model_dir) {
+  // Chunks of at most 16M elements so one big embedding does not serialise the scan.
   constexpr int64_t kChunk = 16 << 20;
-  struct Item {
-    const std::string* name;
-    const Tensor* tensor;
-    int64_t begin, end;
-  };
-  std::vector<Item> items;
-  for (const auto& [name, t] : weights.tensors) {
-    if (t.empty()) continue;
-    for (int64_t b = 0; b < t.numel(); b += kChunk) items.push_back({&name, &t, b, std::min(t.numel(), b + kChunk)});
-  }
-  std::vector<int64_t> bad(items.size(), 0);
-  ThreadPool::global().parallel_for(int64_t(items.size()), [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) bad[i] = count_range(*items[i].tensor, items[i].begin, items[i].end);
+  if (tensor.empty()) return;
+  const int64_t chunks = (tensor.numel() + kChunk - 1) / kChunk;
+  std::vector<int64_t> bad(size_t(chunks), 0);
+  ThreadPool::global().parallel_for(chunks, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c)
+      bad[size_t(c)] = count_range(tensor, c * kChunk, std::min(tensor.numel(), (c + 1) * kChunk));
   });
-  for (size_t i = 0; i < items.size(); ++i) {
-    FOVEA_CHECK(bad[i] == 0, model_dir, ": weight ", *items[i].name, " (", dtype_name(items[i].tensor->dtype),
+  for (int64_t b : bad)
+    FOVEA_CHECK(b == 0, model_dir, ": weight ", name, " (", dtype_name(tensor.dtype),
                 ") holds NaN or infinite values: the checkpoint is damaged");
-  }
+}
+
+void check_weights_finite(const ModelWeights& weights, const std::string& model_dir) {
+  for (const auto& [name, t] : weights.tensors) check_tensor_finite(name, t, model_dir);
 }
 
 }  // namespace fovea

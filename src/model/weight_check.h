@@ -9,6 +9,9 @@ namespace fovea {
 // weights at memory speed, spread over the global thread pool). Throws naming the first bad tensor found.
 void check_weights_finite(const ModelWeights& weights, const std::string& model_dir);
 
+// The same for one tensor (split over the global thread pool when large); throws naming `name`.
+void check_tensor_finite(const std::string& name, const Tensor& tensor, const std::string& model_dir);
+
 // Number of non-finite elements in one tensor (0 for integer dtypes); exposed for tests.
 int64_t count_non_finite(const Tensor& tensor);
 

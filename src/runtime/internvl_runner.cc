@@ -11,20 +11,26 @@
 namespace fovea {
 
 InternVLRunner::InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backend, const RunnerOptions& opts)
-    : model_(std::move(model)), backend_(std::move(backend)), opts_(opts) {
+    : InternVLRunner(model.desc, make_checkpoint_source(std::move(model.weights), model.desc.dir), std::move(backend),
+                     opts) {}
+
+InternVLRunner::InternVLRunner(const ModelDesc& desc_in, std::unique_ptr<WeightSource> source,
+                               std::unique_ptr<Backend> backend, const RunnerOptions& opts)
+    : desc_(desc_in), backend_(std::move(backend)), opts_(opts) {
   FOVEA_CHECK(backend_, "runner: no backend");
   FOVEA_CHECK(opts_.kv_blocks > 0 && opts_.block_size > 0 && opts_.max_step_tokens > 0 && opts_.max_step_tiles > 0 &&
                   opts_.vision_pool_tiles >= 0 && opts_.max_step_seqs > 0 && opts_.max_answer_ids >= 0 &&
                   opts_.mlp_rows > 0 && opts_.logits_rows > 0,
               "runner: bad options");
-  const ModelDesc& desc = model_.desc;
-  weights_ = std::make_unique<DeviceWeights>(upload_weights(model_, *backend_, opts_.fp8_llm, opts_.fp8_vit,
-                                                                    opts_.fp8_scaling));
+  FOVEA_CHECK(source, "runner: no weight source");
+  const ModelDesc& desc = desc_;
+  weights_ = std::make_unique<DeviceWeights>(
+      upload_weights(desc, *source, *backend_, opts_.fp8_llm, opts_.fp8_vit, opts_.fp8_scaling));
   memory_.weights = weights_->bytes;
   memory_.w4_linears = weights_->w4.linears;
   memory_.w4_bytes = weights_->w4.bytes;
   memory_.w4_bf16_bytes = weights_->w4.bf16_bytes;
-  model_.weights = ModelWeights{};  // the device copy is all the forward reads: drop the host tensors and mmaps
+  source.reset();  // the device copy is all the forward reads: drop the host tensors and mmaps
   // With decode graphs, block kv_blocks (one past the engine's range) is the padding rows' scratch block.
   const int scratch_blocks = opts_.decode_graphs ? 1 : 0;
   kv_ = std::make_unique<KvCache>(
@@ -64,7 +70,7 @@ InternVLRunner::~InternVLRunner() = default;
 int InternVLRunner::vit_recordings() const { return vision_->recordings(); }
 
 void InternVLRunner::check_pixels(const Tensor& pixels, size_t index) const {
-  const int64_t S = model_.desc.vision.image_size;
+  const int64_t S = desc_.vision.image_size;
   const bool normalized = pixels.dtype == DType::F32 && pixels.rank() == 4 && pixels.dim(1) == 3 &&
                           pixels.dim(2) == S && pixels.dim(3) == S;
   const bool rgb = pixels.dtype == DType::U8 && pixels.rank() == 4 && pixels.dim(1) == S && pixels.dim(2) == S &&
@@ -107,7 +113,7 @@ void InternVLRunner::encode_into_pool(const std::vector<Tensor>& pixel_values, c
   std::vector<TileRef> tiles;
   for (size_t i = 0; i < pixel_values.size(); ++i)
     for (int t = 0; t < int(pixel_values[i].dim(0)); ++t) tiles.push_back({i, t});
-  const int per_tile = model_.desc.vision.tokens_per_tile();
+  const int per_tile = desc_.vision.tokens_per_tile();
   for (size_t first = 0; first < tiles.size(); first += size_t(opts_.max_step_tiles)) {
     const int count = int(std::min(tiles.size() - first, size_t(opts_.max_step_tiles)));
     // Bytes travel as they are and are normalised on the device (4x fewer bytes over PCIe than F32).
@@ -158,8 +164,8 @@ void InternVLRunner::encode_tiles_for_test(const Tensor& pixels, Tensor* vit_hid
 
 Tensor InternVLRunner::image_embedding(int64_t handle) {
   const std::vector<int>& slots = pool_->slots(handle);
-  const int64_t per_tile = model_.desc.vision.tokens_per_tile();
-  Tensor out = Tensor::host(DType::F32, {int64_t(slots.size()) * per_tile, int64_t(model_.desc.llm.hidden)});
+  const int64_t per_tile = desc_.vision.tokens_per_tile();
+  Tensor out = Tensor::host(DType::F32, {int64_t(slots.size()) * per_tile, int64_t(desc_.llm.hidden)});
   for (size_t i = 0; i < slots.size(); ++i) {
     const Tensor rows = backend_->download(pool_->slot_rows(slots[i]));
     std::copy_n(rows.ptr<float>(), rows.numel(), out.ptr<float>() + int64_t(i) * rows.numel());
@@ -176,6 +182,11 @@ size_t kv_block_bytes(const ModelDesc& desc, DType compute_dtype, int block_size
 std::unique_ptr<ModelRunner> make_internvl_runner(LoadedModel model, std::unique_ptr<Backend> backend,
                                                   const RunnerOptions& opts) {
   return std::make_unique<InternVLRunner>(std::move(model), std::move(backend), opts);
+}
+
+std::unique_ptr<ModelRunner> make_internvl_runner(const ModelDesc& desc, std::unique_ptr<WeightSource> source,
+                                                  std::unique_ptr<Backend> backend, const RunnerOptions& opts) {
+  return std::make_unique<InternVLRunner>(desc, std::move(source), std::move(backend), opts);
 }
 
 }  // namespace fovea

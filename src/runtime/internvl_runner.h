@@ -1,7 +1,7 @@
 // InternVLRunner: the ModelRunner of every InternVL checkpoint, on any Backend. At construction it uploads the
-// weights (one pass), allocates the paged KV pool, the vision-embedding pool and every activation workspace;
-// encode_images() and step() allocate no device memory afterwards (host vectors only). Not thread-safe: one
-// thread drives a runner.
+// weights (one pass, one tensor at a time from a WeightSource: a checkpoint or random weights), allocates the paged
+// KV pool, the vision-embedding pool and every activation workspace; encode_images() and step() allocate no device
+// memory afterwards (host vectors only). Not thread-safe: one thread drives a runner.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -10,6 +10,7 @@
 #include "model/model_desc.h"
 #include "runtime/runner.h"
 #include "runtime/step_plan.h"
+#include "runtime/weight_source.h"
 
 namespace fovea {
 
@@ -58,10 +59,14 @@ struct KvCache;
 
 class InternVLRunner final : public ModelRunner {
  public:
+  // Uploads the weights `source` fills, then drops the source (a checkpoint's mappings go with it).
+  InternVLRunner(const ModelDesc& desc, std::unique_ptr<WeightSource> source, std::unique_ptr<Backend> backend,
+                 const RunnerOptions& opts);
+  // A checkpoint loaded by load_model.
   InternVLRunner(LoadedModel model, std::unique_ptr<Backend> backend, const RunnerOptions& opts);
   ~InternVLRunner() override;
 
-  const ModelDesc& desc() const override { return model_.desc; }
+  const ModelDesc& desc() const override { return desc_; }
   int block_size() const override { return opts_.block_size; }
   int num_kv_blocks() const override { return opts_.kv_blocks; }
   int max_step_tokens() const override { return opts_.max_step_tokens; }
@@ -90,7 +95,7 @@ class InternVLRunner final : public ModelRunner {
   void check_pixels(const Tensor& pixels, size_t index) const;
   void encode_into_pool(const std::vector<Tensor>& pixel_values, const std::vector<int64_t>& handles);
 
-  LoadedModel model_;
+  ModelDesc desc_;
   std::unique_ptr<Backend> backend_;
   RunnerOptions opts_;
   RunnerMemory memory_;
@@ -107,5 +112,7 @@ size_t kv_block_bytes(const ModelDesc& desc, DType compute_dtype, int block_size
 
 std::unique_ptr<ModelRunner> make_internvl_runner(LoadedModel model, std::unique_ptr<Backend> backend,
                                                   const RunnerOptions& opts);
+std::unique_ptr<ModelRunner> make_internvl_runner(const ModelDesc& desc, std::unique_ptr<WeightSource> source,
+                                                  std::unique_ptr<Backend> backend, const RunnerOptions& opts);
 
 }  // namespace fovea

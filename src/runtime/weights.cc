@@ -5,68 +5,62 @@
 #include <string>
 
 #include "backend/w4_layout.h"
-#include "model/w4_repack.h"
 
 namespace fovea {
 namespace {
 
-// Uploads canonical host tensors, each once: tensors sharing host memory (a tied lm_head) share the device copy.
+// Allocates canonical weights on the backend and has the source fill them, each once: tensors stored once under
+// two names (a tied lm_head) share the device copy.
 class WeightUploader {
  public:
-  WeightUploader(const ModelWeights& weights, Backend& backend, Fp8Scaling fp8_scaling)
-      : weights_(weights), backend_(backend), fp8_scaling_(fp8_scaling) {}
+  WeightUploader(WeightSource& source, Backend& backend, Fp8Scaling fp8_scaling)
+      : source_(source), backend_(backend), fp8_scaling_(fp8_scaling) {}
 
-  // `shape` is what the forward expects; the host tensor may carry extra leading 1-dims (numel must match).
+  // `shape` is what the forward expects (the source may store extra leading 1-dims; numel must match).
   Tensor get(const std::string& name, const Shape& shape) {
-    const Tensor& host = weights_.get(name);
-    Tensor expected;
-    expected.shape = shape;
-    FOVEA_CHECK(host.numel() == expected.numel(), "weight ", name, " has shape ", shape_str(host.shape), ", expected ",
-                shape_str(shape));
-    auto found = uploaded_.find(host.data);
-    if (found != uploaded_.end() && found->second.numel() == expected.numel()) return found->second.view(shape);
+    FOVEA_CHECK(source_.has(name), "model has no weight ", name);
+    const void* key = source_.storage_key(name);
+    if (key != nullptr) {
+      auto found = uploaded_.find(key);
+      if (found != uploaded_.end() && found->second.numel() == shape_numel(shape)) return found->second.view(shape);
+    }
     Tensor device = backend_.alloc(backend_.weight_dtype(), shape);
-    backend_.upload(device, host.view(shape));
+    source_.write_dense(name, device, backend_);
     bytes_ += device.nbytes();
-    uploaded_[host.data] = device;
+    if (key != nullptr) uploaded_[key] = device;
     return device;
   }
 
-  // The weight quantized to E4M3 on the host with the recipe's scales (backend/fp8_recipe.h).
+  // The weight as E4M3 codes with the recipe's scales (backend/fp8_recipe.h).
   Fp8Linear get_fp8(const std::string& name, const Shape& shape) {
     FOVEA_CHECK(shape.size() == 2 && shape[1] % 16 == 0 && shape[0] % 8 == 0, "fp8 quantization of ", name, " ",
                 shape_str(shape), ": needs K (input width) a multiple of 16 and N a multiple of 8");
-    const Tensor host = weights_.get(name).to_f32();
-    FOVEA_CHECK(host.numel() == shape[0] * shape[1], "weight ", name, " has shape ", shape_str(host.shape),
-                ", expected ", shape_str(shape));
-    const Fp8HostWeight quantized = quantize_fp8_weight(host.view(shape), fp8_scaling_);
-    Fp8Linear q{backend_.alloc(DType::F8E4M3, shape), backend_.alloc(DType::F32, quantized.scale.shape),
-                fp8_scaling_};
-    backend_.upload(q.codes, quantized.codes);
-    backend_.upload(q.scale, quantized.scale);
+    FOVEA_CHECK(source_.has(name), "model has no weight ", name);
+    Fp8Linear q{backend_.alloc(DType::F8E4M3, shape),
+                backend_.alloc(DType::F32, fp8_weight_scale_shape(fp8_scaling_, shape[0], shape[1])), fp8_scaling_};
+    source_.write_fp8(name, q, backend_);
     bytes_ += q.codes.nbytes() + q.scale.nbytes();
     return q;
   }
 
-  bool has_w4(const std::string& linear) const { return weights_.has(linear + ".w4.codes"); }
+  bool has_w4(const std::string& linear) const { return source_.has_w4(linear); }
 
   // The 4-bit weight "<linear>.w4.*" of a linear whose dense shape is `shape` [N, K], uploaded packed.
   W4Linear get_w4(const std::string& linear, const Shape& shape) {
-    const Tensor& codes = weights_.get(linear + ".w4.codes");
-    const Tensor& params = weights_.get(linear + ".w4.params");
     const int64_t n = shape[0], k = shape[1];
-    FOVEA_CHECK(params.rank() == 2 && params.dim(0) == n && params.dim(1) > 0 && k % params.dim(1) == 0, "weight ",
-                linear, ".w4.params has shape ", shape_str(params.shape), " for a ", shape_str(shape), " linear");
+    const W4Info info = source_.w4_info(linear, shape);
+    FOVEA_CHECK(info.group > 0 && k % info.group == 0, "weight ", linear, ": 4-bit group ", info.group,
+                " does not divide the input width ", k);
     W4Linear w;
     w.weight.k = k;
-    w.weight.group = k / params.dim(1);
-    w.weight.codes = upload_as_is(codes);
-    w.weight.params = upload_as_is(params);
-    if (weights_.has(linear + ".w4.perm")) {
-      const Tensor& perm = weights_.get(linear + ".w4.perm");
-      w.weight.perm = upload_as_is(perm);
-      w.weight.inverse_perm = upload_as_is(inverse_permutation(perm));
+    w.weight.group = info.group;
+    w.weight.codes = alloc_w4({n, w4::code_words(k)});
+    w.weight.params = alloc_w4({n, k / info.group});
+    if (info.permuted) {
+      w.weight.perm = alloc_w4({k});
+      w.weight.inverse_perm = alloc_w4({k});
     }
+    source_.write_w4(linear, w.weight, backend_);
     w4::check_weight(w.weight, backend_.device(), linear.c_str());
     w4_.linears += 1;
     w4_.bf16_bytes += size_t(n * k) * 2;
@@ -84,22 +78,27 @@ class WeightUploader {
   const W4Summary& w4() const { return w4_; }
 
   Tensor get_optional(const std::string& name, const Shape& shape) {
-    return weights_.has(name) ? get(name, shape) : Tensor{};
+    return source_.has(name) ? get(name, shape) : Tensor{};
   }
 
   size_t bytes() const { return bytes_; }
 
  private:
-  // An integer tensor (codes, params, perms) copied as it is.
-  Tensor upload_as_is(const Tensor& host) {
-    Tensor device = backend_.alloc(host.dtype, host.shape);
-    backend_.upload(device, host);
+  static int64_t shape_numel(const Shape& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+
+  // An integer tensor of a 4-bit linear (codes, params, perms).
+  Tensor alloc_w4(const Shape& shape) {
+    Tensor device = backend_.alloc(DType::I32, shape);
     bytes_ += device.nbytes();
     w4_.bytes += device.nbytes();
     return device;
   }
 
-  const ModelWeights& weights_;
+  WeightSource& source_;
   Backend& backend_;
   Fp8Scaling fp8_scaling_;
   std::map<const void*, Tensor> uploaded_;
@@ -229,12 +228,12 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
   be.linear_w4(x, w4.weight, bias, y, workspace);
 }
 
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm, bool fp8_vit,
-                             Fp8Scaling fp8_scaling) {
-  WeightUploader up(model.weights, backend, fp8_scaling);
+DeviceWeights upload_weights(const ModelDesc& desc, WeightSource& source, Backend& backend, bool fp8_llm,
+                             bool fp8_vit, Fp8Scaling fp8_scaling) {
+  WeightUploader up(source, backend, fp8_scaling);
   DeviceWeights w;
-  w.vision = upload_vision(model.desc, up, fp8_vit);
-  w.llm = upload_llm(model.desc, up, fp8_llm);
+  w.vision = upload_vision(desc, up, fp8_vit);
+  w.llm = upload_llm(desc, up, fp8_llm);
   backend.synchronize();
   w.bytes = up.bytes();
   w.w4 = up.w4();

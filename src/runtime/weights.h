@@ -1,11 +1,13 @@
-// The model's weights on the backend: every canonical host tensor of a LoadedModel (model/model_desc.h) is
-// uploaded once, converted to the backend's weight dtype, and grouped per layer for the forward.
+// The model's weights on the backend: every canonical tensor (model/model_desc.h) the forward needs is allocated
+// once in the backend's weight dtype (or E4M3 / 4-bit packed), filled by a WeightSource (runtime/weight_source.h:
+// a checkpoint, random weights, or nothing when only planning memory) and grouped per layer for the forward.
 #pragma once
 #include <cstddef>
 #include <vector>
 
 #include "backend/backend.h"
 #include "model/model_desc.h"
+#include "runtime/weight_source.h"
 
 namespace fovea {
 
@@ -84,14 +86,14 @@ struct DeviceWeights {
   W4Summary w4;
 };
 
-// Uploads every weight the forward needs, checking each canonical tensor's shape against `model.desc`.
-// Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm: the LLM's four
-// projections per layer are quantized to E4M3 on the host with fp8_scaling's weight scales and only the codes
-// and scales are uploaded; fp8_vit: the same for the ViT layers' qkv, proj, fc1 and fc2. The patch embedding, the
-// projector, embeddings, norms, biases and the LM head stay in the weight dtype. Projections the model holds
-// 4-bit ("llm.L.P.w4.*", LoadOptions::keep_w4) are uploaded packed (not with fp8_llm: that needs them dense), with
-// one workspace for linear_w4.
-DeviceWeights upload_weights(const LoadedModel& model, Backend& backend, bool fp8_llm = false, bool fp8_vit = false,
-                             Fp8Scaling fp8_scaling = Fp8Scaling::Channel);
+// Allocates every weight the forward needs and has `source` fill it, one tensor at a time, checking each
+// canonical tensor's shape against `desc`. Throws fovea::Error naming the tensor on a missing tensor or a wrong
+// shape. fp8_llm: the LLM's four projections per layer are held as E4M3 codes with fp8_scaling's weight scales
+// (a checkpoint's are quantized on the host, backend/fp8_recipe.h); fp8_vit: the same for the ViT layers' qkv,
+// proj, fc1 and fc2. The patch embedding, the projector, embeddings, norms, biases and the LM head stay in the
+// weight dtype. Projections the source holds 4-bit (WeightSource::has_w4) are uploaded packed (not with fp8_llm:
+// that needs them dense), with one workspace for linear_w4.
+DeviceWeights upload_weights(const ModelDesc& desc, WeightSource& source, Backend& backend, bool fp8_llm = false,
+                             bool fp8_vit = false, Fp8Scaling fp8_scaling = Fp8Scaling::Channel);
 
 }  // namespace fovea

@@ -11,7 +11,7 @@
 
 namespace fovea {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   CpuBackend();
 

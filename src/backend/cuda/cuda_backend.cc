@@ -110,6 +110,13 @@ Tensor CudaBackend::alloc(DType dtype, const Shape& shape) {
   return t;
 }
 
+size_t CudaBackend::memory_free() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  FOVEA_CUDA_CHECK(cudaSetDevice(device_index_));
+  FOVEA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 void CudaBackend::upload(Tensor& dst, const Tensor& host_src) {
   check_on_device(dst, "upload destination");
   FOVEA_CHECK(host_src.device == Device::CPU, "upload source must be a host tensor");

@@ -42,6 +42,7 @@ class CudaBackend final : public Backend {
   void fill_zero(Tensor& t) override;
   void synchronize() override;
   size_t memory_in_use() const override { return *bytes_in_use_; }
+  size_t memory_free() const override;
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
   void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) override;
