@@ -257,6 +257,44 @@ TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
   EXPECT_NE(message.find(dir.file("model.safetensors")), std::string::npos) << message;
 }
 
+// A checkpoint whose tensors disagree with its config's InternViT-6B / Qwen3 settings is refused at load, naming
+// the file and the tensor the config asks for (or its wrong shape); nothing reaches a backend.
+TEST(BadCheckpoint, TensorsThatDisagreeWithTheFamilySettings) {
+  struct Case {
+    const char* src;
+    const char* from;
+    const char* to;
+    std::vector<std::string> mention;
+  };
+  const Case cases[] = {
+      // A 300M checkpoint (no q/k norm tensors) whose config asks for InternViT-6B's q/k norm.
+      {"internlm2/original", "\"qk_normalization\": false", "\"qk_normalization\": true",
+       {"vision_model.encoder.layers.0.attn.q_norm.weight", "model.safetensors"}},
+      {"qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": true",
+       {"vision_tower.encoder.layer.0.attention.q_norm.weight"}},
+      // A 6B checkpoint (RMSNorm, no bias) whose config says LayerNorm.
+      {"vit6b/original", "\"norm_type\": \"rms_norm\"", "\"norm_type\": \"layer_norm\"",
+       {"vision_model.encoder.layers.0.norm1.bias"}},
+      // Qwen3 tensors of head_dim 24 under a config saying 32.
+      {"qwen3/original", "\"head_dim\": 24", "\"head_dim\": 32",
+       {"language_model.model.layers.0.self_attn.q_proj.weight", "[128, 64]"}},
+      // A Qwen3 config over a Qwen2 checkpoint: no q_norm.
+      {"qwen2/original", "Qwen2ForCausalLM", "Qwen3ForCausalLM", {"language_model.model.layers.0.self_attn"}},
+  };
+  for (const Case& c : cases) {
+    ScratchDir dir("family_mismatch");
+    test::copy_checkpoint(golden_dir() + "/" + c.src, dir.path().string(), [](auto&) {});
+    test::edit_config(dir.path().string(), [&](std::string& text) {
+      const size_t at = text.find(c.from);
+      ASSERT_NE(at, std::string::npos) << c.from;
+      text.replace(at, std::string(c.from).size(), c.to);
+    });
+    const std::string message = error_of([&] { load_model(dir.path().string()); });
+    for (const std::string& part : c.mention)
+      EXPECT_NE(message.find(part), std::string::npos) << c.src << " " << c.to << ": " << message;
+  }
+}
+
 TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
   ScratchDir dir("shape");
   test::copy_checkpoint(golden_dir() + "/qwen2/original", dir.path().string(), [](auto& tensors) {
