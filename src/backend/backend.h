@@ -118,6 +118,12 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
   // residual += x; y = rms_norm(residual). residual, x, y: [M,N].
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
+  // In-place RMSNorm of the q and k parts of qkv [T, (H + 2*KV)*D] (v is left alone): x / sqrt(mean(x^2) + eps) *
+  // gamma, statistics in float32. Each part's scope follows the size of its gamma: q_gamma [D] normalises every
+  // q head on its own (Qwen3's q_norm), q_gamma [H*D] all q heads of a token together (InternViT-6B's q_norm over
+  // the whole projection); likewise k_gamma [D] or [KV*D]. With one head the two scopes are the same thing.
+  virtual void qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads,
+                           int head_dim, float eps) = 0;
   // x[M,N] += scale[N] ⊙ y[M,N]; an empty scale means 1 (plain residual add).
   virtual void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) = 0;
   // y[M,F] = silu(gate_up[:, :F]) * gate_up[:, F:], gate_up [M, 2F].
@@ -161,6 +167,14 @@ class Backend {
                              int head_dim, float theta, KvCacheLayer& cache) {
     rope(qkv, positions, heads, kv_heads, head_dim, theta);
     kv_write(qkv, slots, heads, kv_heads, head_dim, cache);
+  }
+  // qk_rms_norm, then rope_kv_write: a Qwen3 decoder layer's steps between its qkv linear and its attention.
+  // Backends may fuse them; the result must be what the calls give.
+  virtual void qk_norm_rope_kv_write(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, float eps,
+                                     const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
+                                     int head_dim, float theta, KvCacheLayer& cache) {
+    qk_rms_norm(qkv, q_gamma, k_gamma, heads, kv_heads, head_dim, eps);
+    rope_kv_write(qkv, positions, slots, heads, kv_heads, head_dim, theta, cache);
   }
   // Causal GQA attention of the q part of qkv [T, (H+2KV)*D] over the paged cache; out [T, H*D].
   virtual void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,

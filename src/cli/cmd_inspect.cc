@@ -59,6 +59,8 @@ const char* llm_arch_name(LlmArch arch) {
       return "Llama";
     case LlmArch::Qwen2:
       return "Qwen2";
+    case LlmArch::Qwen3:
+      return "Qwen3";
   }
   return "?";
 }

@@ -1,6 +1,6 @@
 // config.json -> ModelDesc, for the original `internvl_chat` format and transformers' `internvl` format.
-// Anything the runtime does not implement (qk-norm ViT, RMSNorm ViT, other pixel-shuffle versions, other
-// feature layers, unknown templates) is rejected here with the key that asks for it.
+// Anything the runtime does not implement (other pixel-shuffle versions, other feature layers, unknown templates,
+// mixture-of-experts and other LLM architectures) is rejected here with the key and value that ask for it.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,13 +39,15 @@ void check_llm(const LlmConfig& l, const std::string& where) {
   FOVEA_CHECK(l.head_dim > 0 && l.head_dim % 2 == 0, where, ": head_dim ", l.head_dim, " must be even (rope)");
 }
 
-// Fields llm_config (original) and text_config (-hf) share.
+// Fields llm_config (original) and text_config (-hf) share. Qwen3 states head_dim (heads * head_dim may differ
+// from hidden_size: Qwen3-0.6B has 16 x 128 over 1024); transformers' Qwen3Config defaults it to 128.
 void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
   l->hidden = s.get_int("hidden_size");
   l->layers = s.get_int("num_hidden_layers");
   l->heads = s.get_int("num_attention_heads");
   l->kv_heads = s.get_int("num_key_value_heads", l->heads);
-  l->head_dim = s.get_int("head_dim", l->heads > 0 ? l->hidden / l->heads : 0);
+  const int default_head_dim = l->arch == LlmArch::Qwen3 ? 128 : l->heads > 0 ? l->hidden / l->heads : 0;
+  l->head_dim = s.get_int("head_dim", default_head_dim);
   l->ffn = s.get_int("intermediate_size");
   l->vocab = s.get_int("vocab_size");
   // A zero or negative epsilon / rope base loads and then answers NaN logits (token 0): refuse them here.
@@ -61,13 +63,36 @@ void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
 }
 
 // InternLM2's config carries rope_scaling {type: dynamic, factor: 2}: dynamic NTK only changes positions past
-// max_position_embeddings, which requests never reach (the engine caps context). Anything else is rejected.
+// max_position_embeddings, which requests never reach (the engine caps context). Llama-3 (InternVL2-76B's
+// Hermes-2-Theta-Llama-3-70B) has rope_scaling null and plain rope with theta 500000. transformers 5 writes the
+// same as rope_parameters {rope_type, rope_theta}. Anything else (linear, yarn, llama3, ...) is rejected.
 void check_rope_scaling(const JsonSection& s) {
-  if (!s.has("rope_scaling")) return;
-  const JsonSection r = s.child("rope_scaling");
-  const std::string type = r.get_string("type", r.get_string("rope_type", ""));
-  FOVEA_CHECK(type == "dynamic" || type == "default", s.where, ".rope_scaling type '", type,
-              "' is not supported (only InternLM2's dynamic NTK, which is a no-op inside max_position_embeddings)");
+  for (const char* key : {"rope_scaling", "rope_parameters"}) {
+    if (!s.has(key)) continue;
+    const JsonSection r = s.child(key);
+    const std::string type = r.get_string("type", r.get_string("rope_type", "default"));
+    FOVEA_CHECK(type == "dynamic" || type == "default", s.where, ".", key, " type '", type,
+                "' is not supported (only plain rope and InternLM2's dynamic NTK, a no-op inside "
+                "max_position_embeddings)");
+  }
+}
+
+// LLM architectures of the InternVL family that Fovea does not run, with what is missing: named in the error.
+const char* unsupported_llm(const std::string& name) {
+  if (name == "Qwen3MoeForCausalLM" || name == "qwen3_moe") return "Qwen3-MoE (mixture of experts) is not supported";
+  if (name == "GptOssForCausalLM" || name == "gpt_oss")
+    return "GPT-OSS (mixture of experts, attention sinks, sliding windows) is not supported";
+  if (name == "Phi3ForCausalLM" || name == "phi3") return "Phi-3 is not supported";
+  if (name == "InternLM3ForCausalLM" || name == "internlm3") return "InternLM3 is not supported";
+  return nullptr;
+}
+
+// Qwen3: per-head q/k norm; attention_bias would also put a bias on o_proj, which the runtime has no place for.
+void read_qwen3(const JsonSection& s, LlmConfig* l) {
+  l->qk_norm = true;
+  FOVEA_CHECK(!s.get_bool("attention_bias", false), s.where,
+              ".attention_bias true (biases on q/k/v/o) is not supported");
+  l->qkv_bias = false;
 }
 
 // The ViT's shape and norm, spelled the same way in both formats' vision_config.
@@ -79,8 +104,14 @@ void read_vision_shape(const JsonSection& vis, VisionConfig* v) {
   v->image_size = vis.get_square("image_size", 448);
   v->patch_size = vis.get_square("patch_size", 14);
   v->norm_eps = float(vis.get_positive("layer_norm_eps", 1e-6));
-  const std::string norm = vis.get_string("norm_type", "layer_norm");
-  FOVEA_CHECK(norm == "layer_norm", vis.where, ".norm_type '", norm, "' is not supported (layer_norm only)");
+}
+
+// norm_type: layer_norm (InternViT-300M) or rms_norm (InternViT-6B); the two formats default differently.
+VitNorm read_vit_norm(const JsonSection& vis, const char* fallback) {
+  const std::string norm = vis.get_string("norm_type", fallback);
+  if (norm == "layer_norm") return VitNorm::LayerNorm;
+  if (norm == "rms_norm") return VitNorm::RmsNorm;
+  FOVEA_FAIL(vis.where, ".norm_type '", norm, "' is not supported (layer_norm, rms_norm)");
 }
 
 ChatTemplateKind template_from_name(const std::string& name, const std::string& where) {
@@ -99,25 +130,32 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
     FOVEA_CHECK(!llm.get_bool("bias", false), llm.where, ".bias true (InternLM2 with biases) is not supported");
   } else if (arch == "Qwen2ForCausalLM") {
     d->llm.arch = LlmArch::Qwen2;
+  } else if (arch == "Qwen3ForCausalLM") {
+    d->llm.arch = LlmArch::Qwen3;
   } else if (arch == "LlamaForCausalLM") {
     d->llm.arch = LlmArch::Llama;
+  } else if (const char* why = unsupported_llm(arch)) {
+    FOVEA_FAIL(llm.where, ".architectures[0] '", arch, "': ", why);
   } else {
     FOVEA_FAIL(llm.where, ": unknown architecture '", arch,
-               "' (supported: InternLM2ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM)");
+               "' (supported: InternLM2ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM)");
   }
   read_llm_sizes(llm, &d->llm);
   check_rope_scaling(llm);
   d->llm.qkv_bias = d->llm.arch == LlmArch::Qwen2;
   if (d->llm.arch == LlmArch::Llama)
     FOVEA_CHECK(!llm.get_bool("attention_bias", false), llm.where, ".attention_bias true is not supported");
+  if (d->llm.arch == LlmArch::Qwen3) read_qwen3(llm, &d->llm);
   d->llm.tie_embeddings = llm.get_bool("tie_word_embeddings", false);
 
+  // Defaults are those of InternVL's InternVisionConfig (the InternViT-6B shape): real configs state all three.
   const JsonSection vis = root.child("vision_config");
   VisionConfig& v = d->vision;
   read_vision_shape(vis, &v);
-  v.qkv_bias = vis.get_bool("qkv_bias", true);
-  FOVEA_CHECK(!vis.get_bool("qk_normalization", false), vis.where,
-              ".qk_normalization is true (InternViT-6B style q/k norm): not supported");
+  v.norm = read_vit_norm(vis, "rms_norm");
+  v.qkv_bias = vis.get_bool("qkv_bias", false);
+  v.qk_norm = vis.get_bool("qk_normalization", true);
+  v.qk_norm_eps = v.norm_eps;
   const std::string act = vis.get_string("hidden_act", "gelu");
   FOVEA_CHECK(act == "gelu", vis.where, ".hidden_act '", act, "' is not supported (gelu only)");
   const int forced = root.get_int("force_image_size", v.image_size);
@@ -148,21 +186,27 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
                 ": attention_bias / mlp_bias true is not supported");
   } else if (type == "qwen2") {
     d->llm.arch = LlmArch::Qwen2;
+  } else if (type == "qwen3") {
+    d->llm.arch = LlmArch::Qwen3;
+  } else if (const char* why = unsupported_llm(type)) {
+    FOVEA_FAIL(text.where, ".model_type '", type, "': ", why);
   } else {
-    FOVEA_FAIL(text.where, ": unknown architecture model_type '", type, "' (supported: llama, qwen2)");
+    FOVEA_FAIL(text.where, ": unknown architecture model_type '", type, "' (supported: llama, qwen2, qwen3)");
   }
   read_llm_sizes(text, &d->llm);
   check_rope_scaling(text);
   d->llm.qkv_bias = d->llm.arch == LlmArch::Qwen2;
+  if (d->llm.arch == LlmArch::Qwen3) read_qwen3(text, &d->llm);
   // transformers ties when the text config says so; the top-level flag is the fallback.
   d->llm.tie_embeddings = text.get_bool("tie_word_embeddings", root.get_bool("tie_word_embeddings", false));
 
   const JsonSection vis = root.child("vision_config");
   VisionConfig& v = d->vision;
   read_vision_shape(vis, &v);
+  v.norm = read_vit_norm(vis, "layer_norm");  // transformers' InternVLVisionConfig defaults
   v.qkv_bias = vis.get_bool("attention_bias", false);
-  FOVEA_CHECK(!vis.get_bool("use_qk_norm", false), vis.where,
-              ".use_qk_norm is true (InternViT-6B style q/k norm): not supported");
+  v.qk_norm = vis.get_bool("use_qk_norm", false);
+  v.qk_norm_eps = 1e-6f;  // InternVLVisionRMSNorm's default: transformers does not pass layer_norm_eps
   FOVEA_CHECK(vis.get_bool("use_mean_pooling", true), vis.where,
               ".use_mean_pooling false (a final ViT LayerNorm) is not supported");
   FOVEA_CHECK(vis.get_bool("use_absolute_position_embeddings", true), vis.where,

@@ -1,19 +1,21 @@
 // One internal description of an InternVL checkpoint, whichever format it came in (original `internvl_chat`
-// with InternLM2 or Qwen2, or transformers-native `internvl` with Llama or Qwen2 text config). Loading maps
+// with InternLM2, Llama, Qwen2 or Qwen3, or transformers-native `internvl` with a Llama, Qwen2 or Qwen3 text
+// config; InternViT-300M or InternViT-6B). Loading maps
 // weights to the canonical names below and does layout changes (qkv fuse/split, gate/up fuse) once, at load.
 //
 // Canonical weight names (host tensors, original dtype unless a fusion created them):
 //  vision (L = layer index):
 //   vit.patch.weight [C, 3*p*p] (conv weight flattened in (channel, ky, kx) order), vit.patch.bias [C]
 //   vit.cls [C], vit.pos [1 + (S/p)^2, C]
-//   vit.L.norm1.{weight,bias} [C], vit.L.qkv.{weight [3C, C], bias [3C]} rows [q | k | v],
+//   vit.L.norm1.{weight,bias} [C] (no bias with RMSNorm), vit.L.qkv.{weight [3C, C], bias [3C]} rows [q | k | v],
+//   vit.L.q_norm, vit.L.k_norm [C] (InternViT-6B's q/k RMSNorm over all heads),
 //   vit.L.proj.{weight [C, C], bias}, vit.L.ls1 [C], vit.L.norm2.{weight,bias},
 //   vit.L.fc1.{weight [M, C], bias}, vit.L.fc2.{weight [C, M], bias}, vit.L.ls2 [C]
 //  projector: proj.norm.{weight,bias} [4C], proj.fc1.{weight [H, 4C], bias}, proj.fc2.{weight [H, H], bias}
 //  language model:
 //   llm.embed [V, H]; llm.L.attn_norm [H];
 //   llm.L.qkv.weight [(NH + 2*KV)*D, H] rows [all q heads | all k heads | all v heads], llm.L.qkv.bias (Qwen2);
-//   llm.L.o.weight [H, NH*D]; llm.L.ffn_norm [H]; llm.L.gate_up.weight [2F, H] rows [gate | up];
+//   llm.L.q_norm, llm.L.k_norm [D] (Qwen3's per-head q/k RMSNorm); llm.L.o.weight [H, NH*D]; llm.L.ffn_norm [H]; llm.L.gate_up.weight [2F, H] rows [gate | up];
 //   llm.L.down.weight [H, F]; llm.norm [H]; llm.lm_head [V, H] (a copy of llm.embed's handle when tied)
 //   With LoadOptions::keep_w4, a packed projection P (qkv, o, gate_up, down) is llm.L.P.w4.codes
 //   [out, w4::code_words(in)] I32, llm.L.P.w4.params [out, in / group] I32 and, for act-order, llm.L.P.w4.perm
@@ -29,7 +31,9 @@
 
 namespace fovea {
 
-enum class LlmArch : uint8_t { InternLM2, Llama, Qwen2 };
+enum class LlmArch : uint8_t { InternLM2, Llama, Qwen2, Qwen3 };
+// The ViT layers' norm1 / norm2: LayerNorm with bias (InternViT-300M) or RMSNorm without (InternViT-6B).
+enum class VitNorm : uint8_t { LayerNorm, RmsNorm };
 // ChatML: the model's own ChatML chat template (tokenizer_config.json), with ModelDesc::template_system.
 enum class ChatTemplateKind : uint8_t { InternLM2Chat, InternVL2_5, Hermes2, ChatML };
 enum class CheckpointFormat : uint8_t { InternVLChat, HfInternVL };
@@ -43,6 +47,11 @@ struct VisionConfig {
   int mlp = 4096;
   float norm_eps = 1e-6f;
   bool qkv_bias = true;
+  VitNorm norm = VitNorm::LayerNorm;
+  // InternViT-6B: q and k each RMSNorm-ed over all heads together (width C) before attention. Its epsilon is
+  // layer_norm_eps in InternVL's own model, a fixed 1e-6 in transformers' (equal in every real config).
+  bool qk_norm = false;
+  float qk_norm_eps = 1e-6f;
   float downsample_ratio = 0.5f;
   int grid() const { return image_size / patch_size; }                  // 32
   int tokens() const { return grid() * grid() + 1; }                    // 1025 with CLS
@@ -61,6 +70,8 @@ struct LlmConfig {
   float rope_theta = 1e6f;
   float rms_eps = 1e-5f;
   bool qkv_bias = false;
+  // Qwen3: q and k RMSNorm-ed per head (over head_dim, eps rms_eps) before rope.
+  bool qk_norm = false;
   bool tie_embeddings = false;
   int max_position = 32768;
 };

@@ -1,5 +1,6 @@
 #include "model/special_tokens.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -63,10 +64,12 @@ std::map<std::string, int> read_added_token_ids(const std::string& dir) {
 
 void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
   const std::map<std::string, int> added = read_added_token_ids(dir);
-  const bool qwen = d->llm.arch == LlmArch::Qwen2;
+  const bool qwen = d->llm.arch == LlmArch::Qwen2 || d->llm.arch == LlmArch::Qwen3;
   const KnownIds& known = qwen ? kQwen2 : kInternLM2;
-  // An original-format Llama backbone (InternVL2-Llama3) has a tokenizer unlike either: no fallback ids.
-  const bool may_fall_back = !(d->llm.arch == LlmArch::Llama && d->format == CheckpointFormat::InternVLChat);
+  // An original-format Llama backbone (InternVL2-Llama3, InternVL2-40B's Yi) has a tokenizer unlike either, and
+  // Qwen3's vocabulary puts InternVL's tokens past its own added ones (<think>, ...): no fallback ids.
+  const bool may_fall_back = !(d->llm.arch == LlmArch::Llama && d->format == CheckpointFormat::InternVLChat) &&
+                             d->llm.arch != LlmArch::Qwen3;
   auto lookup = [&](const std::string& content, int fallback) {
     const auto it = added.find(content);
     if (it != added.end()) return it->second;
@@ -104,6 +107,11 @@ void resolve_special_tokens(const std::string& dir, ModelDesc* d) {
                               : lookup(known.second_stop_name, known.second_stop);
   d->eos_ids = {im_end};
   if (second_stop != im_end) d->eos_ids.push_back(second_stop);
+  // Qwen's generation configs stop on <|endoftext|> too, also where the tokenizer's eos_token is <|im_end|>.
+  const auto endoftext = added.find("<|endoftext|>");
+  if (qwen && endoftext != added.end() &&
+      std::find(d->eos_ids.begin(), d->eos_ids.end(), endoftext->second) == d->eos_ids.end())
+    d->eos_ids.push_back(endoftext->second);
   if (d->format == CheckpointFormat::HfInternVL && !d->template_named) use_model_chat_template(rules, d);
 
   auto check = [&](const char* what, int id) {

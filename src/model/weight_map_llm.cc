@@ -1,7 +1,8 @@
 // Language-model weights -> canonical names. InternLM2 (original format): tok_embeddings, attention.wqkv
 // (regrouped), attention.wo, feed_forward.w1/w3/w2 (gate/up/down), attention_norm, ffn_norm, output.
 // Llama/Qwen2 (both formats): embed_tokens, self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
-// input_layernorm, post_attention_layernorm, lm_head. q/k/v and gate/up are fused here, once.
+// input_layernorm, post_attention_layernorm, lm_head; Qwen3 adds self_attn.{q,k}_norm [head_dim]. q/k/v and
+// gate/up are fused here, once.
 #include "model/weight_map.h"
 
 namespace fovea {
@@ -45,6 +46,10 @@ void map_llama_layer(const SafetensorsSet& set, ModelDesc* desc, const std::stri
         concat_rows({set.get(attn + "q_proj.bias", {q}), set.get(attn + "k_proj.bias", {kv}),
                      set.get(attn + "v_proj.bias", {kv})},
                     attn + "{q,k,v}_proj.bias"));
+  }
+  if (l.qk_norm) {
+    put(out, dst + "q_norm", set.get(attn + "q_norm.weight", {d}));
+    put(out, dst + "k_norm", set.get(attn + "k_norm.weight", {d}));
   }
   put_linear(set, {{attn + "o_proj.weight", {h, q}}}, {}, desc, out, dst + "o");
   put(out, dst + "attn_norm", set.get(base + "input_layernorm.weight", {h}));

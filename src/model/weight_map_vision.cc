@@ -1,13 +1,15 @@
 // InternViT + projector weights -> canonical names. Original: vision_model.* / mlp1.{0,1,3}.*;
 // -hf: vision_tower.* / multi_modal_projector.* (optionally under a leading "model.", as transformers 5 keeps
 // them in memory). The conv weight is flattened, cls/pos lose their leading 1-dims, -hf q/k/v are fused.
+// InternViT-6B: RMSNorm norm1/norm2 (weight only), no qkv bias, q_norm / k_norm [C] (attn.{q,k}_norm.weight,
+// -hf attention.{q,k}_norm.weight).
 #include "model/weight_map.h"
 
 namespace fovea {
 namespace {
 
 struct VisionNames {  // per-format spellings; L is substituted per layer
-  std::string prefix, cls, pos, patch, layer, norm1, norm2, proj, ls1, ls2;
+  std::string prefix, cls, pos, patch, layer, norm1, norm2, proj, ls1, ls2, attn;
 };
 
 VisionNames vision_names(const SafetensorsSet& set, CheckpointFormat format) {
@@ -21,7 +23,8 @@ VisionNames vision_names(const SafetensorsSet& set, CheckpointFormat format) {
             "norm2.",
             "attn.proj.",
             "ls1",
-            "ls2"};
+            "ls2",
+            "attn."};
   const std::string prefix =
       set.has("model.vision_tower.embeddings.cls_token") ? "model.vision_tower." : "vision_tower.";
   return {prefix,
@@ -33,7 +36,8 @@ VisionNames vision_names(const SafetensorsSet& set, CheckpointFormat format) {
           "layernorm_after.",
           "attention.projection_layer.",
           "lambda_1",
-          "lambda_2"};
+          "lambda_2",
+          "attention."};
 }
 
 void put(ModelWeights* out, const std::string& name, Tensor t) { out->tensors[name] = std::move(t); }
@@ -54,15 +58,20 @@ void map_vit_layer(const SafetensorsSet& set, const ModelDesc& desc, const Visio
   const int64_t c = desc.vision.hidden, m = desc.vision.mlp;
   const std::string base = n.prefix + n.layer + std::to_string(layer) + ".";
   const std::string dst = "vit." + std::to_string(layer) + ".";
+  const bool layer_norm = desc.vision.norm == VitNorm::LayerNorm;
   put(out, dst + "norm1.weight", set.get(base + n.norm1 + "weight", {c}));
-  put(out, dst + "norm1.bias", set.get(base + n.norm1 + "bias", {c}));
+  if (layer_norm) put(out, dst + "norm1.bias", set.get(base + n.norm1 + "bias", {c}));
   put(out, dst + "qkv.weight", fused_vit_qkv(set, base, desc, "weight", true));
   if (desc.vision.qkv_bias) put(out, dst + "qkv.bias", fused_vit_qkv(set, base, desc, "bias", false));
+  if (desc.vision.qk_norm) {
+    put(out, dst + "q_norm", set.get(base + n.attn + "q_norm.weight", {c}));
+    put(out, dst + "k_norm", set.get(base + n.attn + "k_norm.weight", {c}));
+  }
   put(out, dst + "proj.weight", set.get(base + n.proj + "weight", {c, c}));
   put(out, dst + "proj.bias", set.get(base + n.proj + "bias", {c}));
   put(out, dst + "ls1", set.get(base + n.ls1, {c}));
   put(out, dst + "norm2.weight", set.get(base + n.norm2 + "weight", {c}));
-  put(out, dst + "norm2.bias", set.get(base + n.norm2 + "bias", {c}));
+  if (layer_norm) put(out, dst + "norm2.bias", set.get(base + n.norm2 + "bias", {c}));
   put(out, dst + "fc1.weight", set.get(base + "mlp.fc1.weight", {m, c}));
   put(out, dst + "fc1.bias", set.get(base + "mlp.fc1.bias", {m}));
   put(out, dst + "fc2.weight", set.get(base + "mlp.fc2.weight", {c, m}));

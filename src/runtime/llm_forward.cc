@@ -119,8 +119,13 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
     be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
   }
   apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
-  be_.rope_kv_write(qkv, positions_.rows(0, tokens), slots_.rows(0, tokens), c.heads, c.kv_heads, c.head_dim,
-                    c.rope_theta, kv.layers[size_t(index)]);
+  const Tensor positions = positions_.rows(0, tokens), slots = slots_.rows(0, tokens);
+  if (c.qk_norm) {  // Qwen3: per-head q/k RMSNorm before rope
+    be_.qk_norm_rope_kv_write(qkv, w.q_norm, w.k_norm, c.rms_eps, positions, slots, c.heads, c.kv_heads, c.head_dim,
+                              c.rope_theta, kv.layers[size_t(index)]);
+  } else {
+    be_.rope_kv_write(qkv, positions, slots, c.heads, c.kv_heads, c.head_dim, c.rope_theta, kv.layers[size_t(index)]);
+  }
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
   apply_linear(be_, attn, w.o_w, w.o8, w.o4, Tensor{}, branch);
   be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);

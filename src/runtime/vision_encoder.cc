@@ -66,19 +66,28 @@ Tensor VisionEncoder::rgb_tiles(int tiles) const {
   return rgb_.rows(0, tiles);
 }
 
+// norm1 / norm2: LayerNorm (InternViT-300M) or RMSNorm without bias (InternViT-6B).
+void VisionEncoder::norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) {
+  const VisionConfig& v = desc_.vision;
+  if (v.norm == VitNorm::RmsNorm) be_.rms_norm(x, gamma, v.norm_eps, y);
+  else be_.layer_norm(x, gamma, beta, v.norm_eps, y);
+}
+
 void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t rows = int64_t(tiles) * v.tokens();
   Tensor x = x_.rows(0, rows), normed = normed_.rows(0, rows), qkv = qkv_.rows(0, rows);
   Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
-  // x += ls1 * proj(attention(norm1(x)))
-  be_.layer_norm(x, w.norm1_w, w.norm1_b, v.norm_eps, normed);
+  const int head_dim = v.hidden / v.heads;
+  // x += ls1 * proj(attention(norm1(x))), with InternViT-6B's q/k RMSNorm over all heads before the attention
+  norm(x, w.norm1_w, w.norm1_b, normed);
   apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
-  be_.attention_dense(qkv, tiles, v.tokens(), v.heads, v.hidden / v.heads, attn);
+  if (v.qk_norm) be_.qk_rms_norm(qkv, w.q_norm, w.k_norm, v.heads, v.heads, head_dim, v.qk_norm_eps);
+  be_.attention_dense(qkv, tiles, v.tokens(), v.heads, head_dim, attn);
   apply_linear(be_, attn, w.proj_w, w.proj8, w.proj_b, branch);
   be_.scale_add(x, branch, w.ls1);
   // x += ls2 * fc2(gelu(fc1(norm2(x))))
-  be_.layer_norm(x, w.norm2_w, w.norm2_b, v.norm_eps, normed);
+  norm(x, w.norm2_w, w.norm2_b, normed);
   apply_linear(be_, normed, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
   apply_linear(be_, mlp, w.fc2_w, w.fc2_8, w.fc2_b, branch);
   be_.scale_add(x, branch, w.ls2);

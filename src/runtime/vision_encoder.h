@@ -47,6 +47,7 @@ class VisionEncoder {
   int recordings() const { return int(recordings_.size()); }
 
  private:
+  void norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y);
   void vit_layer(const VitLayerWeights& w, int tiles);
   void project(int tiles);
   void run_ops(int tiles, PixelInput input);

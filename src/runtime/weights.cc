@@ -119,8 +119,13 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
   for (int l = 0; l < v.layers; ++l) {
     const std::string p = "vit." + std::to_string(l) + ".";
     VitLayerWeights L;
+    const bool layer_norm = v.norm == VitNorm::LayerNorm;
     L.norm1_w = up.get(p + "norm1.weight", {C});
-    L.norm1_b = up.get(p + "norm1.bias", {C});
+    if (layer_norm) L.norm1_b = up.get(p + "norm1.bias", {C});
+    if (v.qk_norm) {
+      L.q_norm = up.get(p + "q_norm", {C});
+      L.k_norm = up.get(p + "k_norm", {C});
+    }
     if (fp8) {
       L.qkv8 = up.get_fp8(p + "qkv.weight", {3 * C, C});
       L.proj8 = up.get_fp8(p + "proj.weight", {C, C});
@@ -136,7 +141,7 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
     L.proj_b = up.get(p + "proj.bias", {C});
     L.ls1 = up.get(p + "ls1", {C});
     L.norm2_w = up.get(p + "norm2.weight", {C});
-    L.norm2_b = up.get(p + "norm2.bias", {C});
+    if (layer_norm) L.norm2_b = up.get(p + "norm2.bias", {C});
     L.fc1_b = up.get(p + "fc1.bias", {M});
     L.fc2_b = up.get(p + "fc2.bias", {C});
     L.ls2 = up.get(p + "ls2", {C});
@@ -190,6 +195,10 @@ LlmWeights upload_llm(const ModelDesc& desc, WeightUploader& up, bool fp8) {
       L.down_w = up.get(p + "down.weight", down);
     }
     L.qkv_b = c.qkv_bias ? up.get(p + "qkv.bias", {qkv_rows}) : up.get_optional(p + "qkv.bias", {qkv_rows});
+    if (c.qk_norm) {
+      L.q_norm = up.get(p + "q_norm", {D});
+      L.k_norm = up.get(p + "k_norm", {D});
+    }
     L.ffn_norm = up.get(p + "ffn_norm", {H});
     w.layers.push_back(std::move(L));
   }

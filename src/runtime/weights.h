@@ -42,8 +42,9 @@ using LinearInputObserver = void (*)(void* context, const Tensor& weight, const 
 void set_linear_input_observer(LinearInputObserver observer, void* context);
 
 // With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
+// InternViT-6B: norm*_b and qkv_b empty (RMSNorm, no qkv bias), q_norm / k_norm [C] set.
 struct VitLayerWeights {
-  Tensor norm1_w, norm1_b, qkv_w, qkv_b, proj_w, proj_b, ls1;
+  Tensor norm1_w, norm1_b, qkv_w, qkv_b, q_norm, k_norm, proj_w, proj_b, ls1;
   Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
   Fp8Linear qkv8, proj8, fc1_8, fc2_8;
 };
@@ -60,7 +61,8 @@ struct VisionWeights {
 // With FP8 weights the four projections' bf16 tensors are not uploaded (empty) and the *8 fields hold them;
 // with W4 weights (a packed projection of a 4-bit checkpoint) the *4 fields do.
 struct LlmLayerWeights {
-  Tensor attn_norm, qkv_w, qkv_b /* empty unless Qwen2 */, o_w, ffn_norm, gate_up_w, down_w;
+  Tensor attn_norm, qkv_w, qkv_b /* empty unless Qwen2 */, q_norm, k_norm /* [D], Qwen3 only */, o_w, ffn_norm,
+      gate_up_w, down_w;
   Fp8Linear qkv8, o8, gate_up8, down8;
   W4Linear qkv4, o4, gate_up4, down4;
 };

@@ -11,10 +11,15 @@ using test::ScratchDir;
 
 // Copies the json files of golden model `src` (e.g. "internlm2/original"), replaces `from` by `to` in its
 // config.json (which must occur), and returns the error load_model_desc throws ("" when none).
-std::string desc_error(const std::string& src, const std::string& from, const std::string& to) {
-  ScratchDir dir("config");
+// The json files of golden model `src` in `dir`.
+void copy_json(const std::string& src, const ScratchDir& dir) {
   for (const char* f : {"config.json", "tokenizer_config.json"})
     std::filesystem::copy_file(test::golden_dir() + "/" + src + "/" + f, dir.file(f));
+}
+
+std::string desc_error(const std::string& src, const std::string& from, const std::string& to) {
+  ScratchDir dir("config");
+  copy_json(src, dir);
   test::edit_config(dir.path().string(), [&](std::string& text) {
     const size_t at = text.find(from);
     ASSERT_NE(at, std::string::npos) << from;
@@ -62,10 +67,14 @@ TEST(ModelConfig, RejectsOtherSelectLayer) {
   expect_rejected("internlm2/original", "\"select_layer\": -1", "\"select_layer\": -4", "select_layer");
 }
 
-TEST(ModelConfig, RejectsQkNorm) {
-  expect_rejected("internlm2/original", "\"qk_normalization\": false", "\"qk_normalization\": true",
-                  "qk_normalization");
-  expect_rejected("qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": true", "use_qk_norm");
+// InternViT-6B's settings load; a 300M checkpoint whose config asks for them then needs their tensors.
+TEST(ModelConfig, InternViT6BSettingsAreRead) {
+  EXPECT_EQ(desc_error("internlm2/original", "\"qk_normalization\": false", "\"qk_normalization\": true"), "");
+  EXPECT_EQ(desc_error("qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": true"), "");
+  EXPECT_EQ(desc_error("internlm2/original", "\"norm_type\": \"layer_norm\"", "\"norm_type\": \"rms_norm\""), "");
+  expect_rejected("vit6b/original", "\"norm_type\": \"rms_norm\"", "\"norm_type\": \"group_norm\"", "group_norm");
+  expect_rejected("vit6b/hf", "\"norm_type\": \"rms_norm\"", "\"norm_type\": \"batch_norm\"",
+                  "vision_config.norm_type");
 }
 
 TEST(ModelConfig, RejectsUnknownArchitectures) {
@@ -75,10 +84,39 @@ TEST(ModelConfig, RejectsUnknownArchitectures) {
   expect_rejected("qwen2/hf", "\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"", "unknown architecture");
 }
 
+// The family's other LLMs are refused by name, with the key and the value that ask for them.
+TEST(ModelConfig, RefusesTheFamilysUnsupportedLlmsByName) {
+  expect_rejected("qwen3/original", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM",
+                  "llm_config.architectures[0] 'Qwen3MoeForCausalLM': Qwen3-MoE");
+  expect_rejected("qwen3/hf", "\"model_type\": \"qwen3\"", "\"model_type\": \"qwen3_moe\"",
+                  "text_config.model_type 'qwen3_moe': Qwen3-MoE");
+  expect_rejected("qwen3/original", "Qwen3ForCausalLM", "GptOssForCausalLM", "GPT-OSS");
+  expect_rejected("internlm2/original", "InternLM2ForCausalLM", "Phi3ForCausalLM", "'Phi3ForCausalLM': Phi-3");
+  expect_rejected("internlm2/original", "InternLM2ForCausalLM", "InternLM3ForCausalLM", "InternLM3 is not supported");
+}
+
+TEST(ModelConfig, Qwen3HeadDimBiasAndRope) {
+  // Qwen3Config's head_dim defaults to 128, not hidden / heads: the mapping then needs [(4 + 4) * 128, 64] rows.
+  ScratchDir dir("qwen3_head_dim");
+  copy_json("qwen3/original", dir);
+  test::edit_config(dir.path().string(), [](std::string& text) {
+    const size_t at = text.find("\"head_dim\": 24,");
+    ASSERT_NE(at, std::string::npos);
+    text.erase(at, std::string("\"head_dim\": 24,").size());
+  });
+  EXPECT_EQ(load_model_desc(dir.path().string()).llm.head_dim, 128);
+  expect_rejected("qwen3/original", "\"attention_bias\": false", "\"attention_bias\": true", "attention_bias");
+  expect_rejected("qwen3/original", "\"rope_scaling\": null",
+                  "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}", "rope_scaling type 'yarn'");
+  expect_rejected("qwen3/hf", "\"rope_type\": \"default\"", "\"rope_type\": \"llama3\"",
+                  "rope_parameters type 'llama3'");
+  expect_rejected("qwen3/original", "\"use_sliding_window\": false", "\"use_sliding_window\": true",
+                  "use_sliding_window");
+}
+
 TEST(ModelConfig, RejectsOtherPixelShuffleTemplateAndNorm) {
   expect_rejected("internlm2/original", "\"ps_version\": \"v2\"", "\"ps_version\": \"v1\"", "ps_version");
   expect_rejected("internlm2/original", "\"template\": \"internlm2-chat\"", "\"template\": \"phi3-chat\"", "phi3-chat");
-  expect_rejected("internlm2/original", "\"norm_type\": \"layer_norm\"", "\"norm_type\": \"rms_norm\"", "norm_type");
   expect_rejected("qwen2/hf", "\"vision_feature_layer\": -1", "\"vision_feature_layer\": -2", "vision_feature_layer");
 }
 

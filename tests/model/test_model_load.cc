@@ -50,14 +50,21 @@ std::vector<std::string> canonical_names(const ModelDesc& d) {
                                     "proj.fc2.weight",  "proj.fc2.bias",  "llm.embed",       "llm.norm",
                                     "llm.lm_head"};
   for (int l = 0; l < d.vision.layers; ++l) {
-    for (const char* n : {"norm1.weight", "norm1.bias", "qkv.weight", "qkv.bias", "proj.weight", "proj.bias", "ls1",
-                          "norm2.weight", "norm2.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias", "ls2"})
-      names.push_back("vit." + std::to_string(l) + "." + n);
+    std::vector<std::string> layer = {"norm1.weight", "qkv.weight", "proj.weight", "proj.bias", "ls1",
+                                      "norm2.weight", "fc1.weight", "fc1.bias",    "fc2.weight", "fc2.bias", "ls2"};
+    if (d.vision.norm == VitNorm::LayerNorm) layer.insert(layer.end(), {"norm1.bias", "norm2.bias"});
+    if (d.vision.qkv_bias) layer.push_back("qkv.bias");
+    if (d.vision.qk_norm) layer.insert(layer.end(), {"q_norm", "k_norm"});
+    for (const std::string& n : layer) names.push_back("vit." + std::to_string(l) + "." + n);
   }
   for (int l = 0; l < d.llm.layers; ++l) {
     for (const char* n : {"attn_norm", "qkv.weight", "o.weight", "ffn_norm", "gate_up.weight", "down.weight"})
       names.push_back("llm." + std::to_string(l) + "." + n);
     if (d.llm.qkv_bias) names.push_back("llm." + std::to_string(l) + ".qkv.bias");
+    if (d.llm.qk_norm) {
+      names.push_back("llm." + std::to_string(l) + ".q_norm");
+      names.push_back("llm." + std::to_string(l) + ".k_norm");
+    }
   }
   return names;
 }
@@ -87,6 +94,57 @@ TEST(GoldenLoad, Qwen2OriginalEqualsHfAndTiesEmbeddings) {
   EXPECT_TRUE(orig.desc.llm.tie_embeddings);
   EXPECT_EQ(orig.weights.get("llm.lm_head").data, orig.weights.get("llm.embed").data);
   EXPECT_EQ(orig.weights.get("llm.0.qkv.bias").shape, Shape{(5 + 2) * 16});
+}
+
+// InternVL2-40B/76B-shaped: InternViT-6B (RMSNorm layers, no qkv bias, q/k norm over all heads) with a Llama LLM
+// that the original format also names LlamaForCausalLM.
+TEST(GoldenLoad, InternViT6BOriginalEqualsHf) {
+  const LoadedModel orig = load_model(golden_dir() + "/vit6b/original");
+  const LoadedModel hf = load_model(golden_dir() + "/vit6b/hf");
+  for (const ModelDesc* d : {&orig.desc, &hf.desc}) {
+    EXPECT_EQ(d->llm.arch, LlmArch::Llama);
+    EXPECT_EQ(d->vision.norm, VitNorm::RmsNorm);
+    EXPECT_TRUE(d->vision.qk_norm);
+    EXPECT_FALSE(d->vision.qkv_bias);
+    EXPECT_FLOAT_EQ(d->vision.qk_norm_eps, 1e-6f);
+    EXPECT_FLOAT_EQ(d->llm.rope_theta, 5e5f);
+    EXPECT_EQ(d->chat_template, d == &orig.desc ? ChatTemplateKind::Hermes2 : ChatTemplateKind::InternVL2_5);
+    EXPECT_EQ(d->bos_id, 300);  // add_bos_token with bos_token <|begin_of_text|>
+    EXPECT_EQ(d->eos_ids, (std::vector<int>{303}));
+  }
+  expect_identical_weights(orig.weights, hf.weights);
+  EXPECT_EQ(orig.weights.tensors.size(), canonical_names(orig.desc).size());
+  for (const auto& name : canonical_names(orig.desc)) EXPECT_TRUE(orig.weights.has(name)) << name;
+  EXPECT_EQ(orig.weights.get("vit.1.q_norm").shape, Shape{60});
+  EXPECT_EQ(orig.weights.get("proj.norm.weight").shape, Shape{4 * 60});
+  const SafetensorsFile hf_file(golden_dir() + "/vit6b/hf/model.safetensors");
+  EXPECT_TRUE(same_bytes(orig.weights.get("vit.0.k_norm"),
+                         hf_file.tensor("vision_tower.encoder.layer.0.attention.k_norm.weight")));
+}
+
+// InternVL3.5-shaped: Qwen3 with an explicit head_dim (4 heads of 24 over a hidden size of 64) and per-head q/k norm.
+TEST(GoldenLoad, Qwen3OriginalEqualsHf) {
+  const LoadedModel orig = load_model(golden_dir() + "/qwen3/original");
+  const LoadedModel hf = load_model(golden_dir() + "/qwen3/hf");
+  for (const ModelDesc* d : {&orig.desc, &hf.desc}) {
+    EXPECT_EQ(d->llm.arch, LlmArch::Qwen3);
+    EXPECT_TRUE(d->llm.qk_norm);
+    EXPECT_FALSE(d->llm.qkv_bias);
+    EXPECT_EQ(d->llm.head_dim, 24);
+    EXPECT_FLOAT_EQ(d->llm.rms_eps, 1e-6f);
+    EXPECT_TRUE(d->llm.tie_embeddings);
+    EXPECT_EQ(d->vision.norm, VitNorm::LayerNorm);
+    EXPECT_EQ(d->bos_id, -1);
+    EXPECT_EQ(d->image_token_id, 287);
+    EXPECT_EQ(d->eos_ids, (std::vector<int>{282, 280}));  // <|im_end|>, then <|endoftext|>
+  }
+  EXPECT_EQ(orig.desc.chat_template, ChatTemplateKind::InternVL2_5);
+  expect_identical_weights(orig.weights, hf.weights);
+  EXPECT_EQ(orig.weights.tensors.size(), canonical_names(orig.desc).size());
+  EXPECT_EQ(orig.weights.get("llm.0.q_norm").shape, Shape{24});
+  EXPECT_EQ(orig.weights.get("llm.0.qkv.weight").shape, (Shape{(4 + 2 * 2) * 24, 64}));
+  EXPECT_EQ(orig.weights.get("llm.0.o.weight").shape, (Shape{64, 4 * 24}));
+  EXPECT_EQ(orig.weights.get("llm.lm_head").data, orig.weights.get("llm.embed").data);
 }
 
 TEST(GoldenLoad, CanonicalLayoutMatchesTheHfTensors) {
@@ -197,6 +255,44 @@ TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
   const std::string message = error_of([&] { load_model(dir.path().string()); });
   EXPECT_NE(message.find("language_model.model.layers.1.ffn_norm.weight"), std::string::npos) << message;
   EXPECT_NE(message.find(dir.file("model.safetensors")), std::string::npos) << message;
+}
+
+// A checkpoint whose tensors disagree with its config's InternViT-6B / Qwen3 settings is refused at load, naming
+// the file and the tensor the config asks for (or its wrong shape); nothing reaches a backend.
+TEST(BadCheckpoint, TensorsThatDisagreeWithTheFamilySettings) {
+  struct Case {
+    const char* src;
+    const char* from;
+    const char* to;
+    std::vector<std::string> mention;
+  };
+  const Case cases[] = {
+      // A 300M checkpoint (no q/k norm tensors) whose config asks for InternViT-6B's q/k norm.
+      {"internlm2/original", "\"qk_normalization\": false", "\"qk_normalization\": true",
+       {"vision_model.encoder.layers.0.attn.q_norm.weight", "model.safetensors"}},
+      {"qwen2/hf", "\"use_qk_norm\": false", "\"use_qk_norm\": true",
+       {"vision_tower.encoder.layer.0.attention.q_norm.weight"}},
+      // A 6B checkpoint (RMSNorm, no bias) whose config says LayerNorm.
+      {"vit6b/original", "\"norm_type\": \"rms_norm\"", "\"norm_type\": \"layer_norm\"",
+       {"vision_model.encoder.layers.0.norm1.bias"}},
+      // Qwen3 tensors of head_dim 24 under a config saying 32.
+      {"qwen3/original", "\"head_dim\": 24", "\"head_dim\": 32",
+       {"language_model.model.layers.0.self_attn.q_proj.weight", "[128, 64]"}},
+      // A Qwen3 config over a Qwen2 checkpoint: no q_norm.
+      {"qwen2/original", "Qwen2ForCausalLM", "Qwen3ForCausalLM", {"language_model.model.layers.0.self_attn"}},
+  };
+  for (const Case& c : cases) {
+    ScratchDir dir("family_mismatch");
+    test::copy_checkpoint(golden_dir() + "/" + c.src, dir.path().string(), [](auto&) {});
+    test::edit_config(dir.path().string(), [&](std::string& text) {
+      const size_t at = text.find(c.from);
+      ASSERT_NE(at, std::string::npos) << c.from;
+      text.replace(at, std::string(c.from).size(), c.to);
+    });
+    const std::string message = error_of([&] { load_model(dir.path().string()); });
+    for (const std::string& part : c.mention)
+      EXPECT_NE(message.find(part), std::string::npos) << c.src << " " << c.to << ": " << message;
+  }
 }
 
 TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {

@@ -34,6 +34,19 @@ const char* kNoSystemTemplate =
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n'}}{{ message['content'] }}"
     "{{'<|im_end|>\n'}}{% endfor %}{% if add_generation_prompt %}{{'<|im_start|>assistant\n'}}{% endif %}";
 
+// Qwen3's (InternVL3.5's LLM), abbreviated: tools and the assistant turn's reasoning elided; the system turn only
+// when the messages have one; <think></think> only when the caller passes enable_thinking=false.
+const char* kQwen3Template =
+    "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0].role == 'system' %}{{- messages[0].content + "
+    "'\\n\\n' }}{%- endif %}{%- else %}{%- if messages[0].role == 'system' %}{{- '<|im_start|>system\\n' + "
+    "messages[0].content + '<|im_end|>\\n' }}{%- endif %}{%- endif %}{%- for message in messages %}{%- if "
+    "(message.role == \"user\") or (message.role == \"system\" and not loop.first) %}{{- '<|im_start|>' + "
+    "message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}{%- elif message.role == \"assistant\" %}"
+    "{{- '<|im_start|>' + message.role + '\\n<think>\\n' + reasoning_content + '\\n</think>\\n\\n' + content }}"
+    "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- if "
+    "enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+    "{%- endif %}";
+
 class CheckpointTokenizerRules : public testing::Test {
  protected:
   void SetUp() override {
@@ -124,6 +137,16 @@ TEST_F(CheckpointTokenizerRules, ModelChatTemplateAndItsSystemText) {
   EXPECT_EQ(resolve().template_system, std::optional<std::string>("You are a helpful assistant."));
 }
 
+// InternVL3.5-HF ships Qwen3's template: ChatML turns, no default system text. Thinking is the user's to ask for
+// (a system prompt, or /think in the question); Fovea writes no <think> block into the assistant prefix.
+TEST_F(CheckpointTokenizerRules, Qwen3TemplateIsChatMLWithoutSystemOrThinkBlock) {
+  write_config({{"chat_template", kQwen3Template}, {"eos_token", "<|im_end|>"}});
+  const ModelDesc d = resolve();
+  EXPECT_EQ(d.chat_template, ChatTemplateKind::ChatML);
+  EXPECT_FALSE(d.template_system.has_value());
+  EXPECT_EQ(d.eos_ids, (std::vector<int>{2}));
+}
+
 // The rendered prompt, through a real byte-level tokenizer with ChatML's specials: decode(build) is the text
 // transformers' apply_chat_template gives for the same messages.
 TEST_F(CheckpointTokenizerRules, ChatMLPromptMatchesTheTemplate) {
@@ -158,4 +181,20 @@ TEST_F(CheckpointTokenizerRules, ChatMLPromptMatchesTheTemplate) {
   std::string expected = "<|im_start|>user\n<img>";
   for (int i = 0; i < 256; ++i) expected += "<IMG_CONTEXT>";
   EXPECT_EQ(tokenizer->decode(with_image.ids), expected + "</img>\nhi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST_F(CheckpointTokenizerRules, Qwen3PromptHasNoThinkBlock) {
+  const std::string golden = std::string(FOVEA_SOURCE_DIR) + "/tests/tokenizer/golden/missing_bytes.json";
+  nlohmann::json spec = nlohmann::json::parse(std::ifstream(golden));
+  int next = 1000;
+  for (const std::string s : {"<|im_start|>", "<|im_end|>", "<think>", "</think>", "<img>", "</img>", "<IMG_CONTEXT>"})
+    spec["added_tokens"].push_back({{"id", next++}, {"content", s}, {"special", true}});
+  std::ofstream(dir_ / "tokenizer.json") << spec.dump();
+  const auto tokenizer = load_tokenizer((dir_ / "tokenizer.json").string());
+  write_config({{"chat_template", kQwen3Template}});
+  ModelDesc d = resolve();
+  d.bos_id = -1;
+  const PromptIds prompt = build_chat_prompt(d, *tokenizer, "", "hi /think", {});
+  EXPECT_EQ(tokenizer->decode(prompt.ids), "<|im_start|>user\nhi /think<|im_end|>\n<|im_start|>assistant\n");
+  for (int32_t id : prompt.ids) EXPECT_TRUE(id != 1002 && id != 1003) << "a <think> token in the prompt";
 }

@@ -57,6 +57,9 @@ class RecordingBackend final : public Backend {
   void add_rms_norm(Tensor& r, const Tensor& x, const Tensor& g, float eps, Tensor& y) override {
     op([=, this]() mutable { in_->add_rms_norm(r, x, g, eps, y); });
   }
+  void qk_rms_norm(Tensor& qkv, const Tensor& qg, const Tensor& kg, int h, int kv, int d, float eps) override {
+    op([=, this]() mutable { in_->qk_rms_norm(qkv, qg, kg, h, kv, d, eps); });
+  }
   void scale_add(Tensor& x, const Tensor& y, const Tensor& s) override {
     op([=, this]() mutable { in_->scale_add(x, y, s); });
   }
@@ -93,6 +96,10 @@ class RecordingBackend final : public Backend {
   void rope_kv_write(Tensor& qkv, const Tensor& pos, const Tensor& slots, int h, int kv, int d, float theta,
                      KvCacheLayer& cache) override {
     op([=, this]() mutable { in_->rope_kv_write(qkv, pos, slots, h, kv, d, theta, cache); });
+  }
+  void qk_norm_rope_kv_write(Tensor& qkv, const Tensor& qg, const Tensor& kg, float eps, const Tensor& pos,
+                             const Tensor& slots, int h, int kv, int d, float theta, KvCacheLayer& cache) override {
+    op([=, this]() mutable { in_->qk_norm_rope_kv_write(qkv, qg, kg, eps, pos, slots, h, kv, d, theta, cache); });
   }
   void kv_write(const Tensor& qkv, const Tensor& slots, int h, int kv, int d, KvCacheLayer& cache) override {
     op([=, this]() mutable { in_->kv_write(qkv, slots, h, kv, d, cache); });

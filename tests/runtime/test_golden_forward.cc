@@ -305,7 +305,7 @@ TEST_P(GoldenForward, RecordedDecodeOfAPaddedBatch) {
 std::vector<GoldenParam> all_params() {
   std::vector<GoldenParam> params;
   for (const char* backend : {"cpu", "cuda"})
-    for (const char* model : {"internlm2", "qwen2"})
+    for (const char* model : {"internlm2", "qwen2", "vit6b", "qwen3"})
       for (const char* format : {"hf", "original"}) params.push_back({backend, model, format});
   return params;
 }

@@ -1,8 +1,10 @@
 """Weight-name mapping between the two InternVL checkpoint formats, for the golden-data generator.
 
-`hf_to_original` writes an original `internvl_chat` state dict (InternLM2 names with the per-KV-group `wqkv`
-for a Llama text model, Qwen2 names for a Qwen2 one) from a transformers `InternVLForConditionalGeneration`
-state dict. `original_to_hf` is the forward direction, written after transformers'
+`hf_to_original` writes an original `internvl_chat` state dict from a transformers
+`InternVLForConditionalGeneration` state dict. `orig_arch` says how the original checkpoint spells its LLM:
+"internlm2" (a Llama text model written with InternLM2 names and the per-KV-group `wqkv`), or "llama", "qwen2",
+"qwen3" (the text model's own names under `language_model.`). InternViT-6B's q_norm / k_norm and its bias-free
+RMSNorm layers map like the other vision tensors. `original_to_hf` is the forward direction, written after transformers'
 convert_internvl_weights_to_hf.py; make_golden.py runs both and checks the round trip reproduces the outputs.
 """
 import re
@@ -44,6 +46,7 @@ _VISION_RENAMES = [  # hf -> original, applied in order on the part after `visio
     (r"^embeddings\.position_embeddings$", "embeddings.position_embedding"),
     (r"^embeddings\.patch_embeddings\.projection\.", "embeddings.patch_embedding."),
     (r"^encoder\.layer\.(\d+)\.attention\.projection_layer\.", r"encoder.layers.\1.attn.proj."),
+    (r"^encoder\.layer\.(\d+)\.attention\.([qk])_norm\.", r"encoder.layers.\1.attn.\2_norm."),
     (r"^encoder\.layer\.(\d+)\.lambda_(\d)$", r"encoder.layers.\1.ls\2"),
     (r"^encoder\.layer\.(\d+)\.layernorm_before\.", r"encoder.layers.\1.norm1."),
     (r"^encoder\.layer\.(\d+)\.layernorm_after\.", r"encoder.layers.\1.norm2."),
@@ -75,6 +78,8 @@ def _fuse_vision_qkv(sd, out):
     while f"vision_tower.encoder.layer.{layer}.attention.q_proj.weight" in sd:
         base = f"vision_tower.encoder.layer.{layer}.attention."
         for kind in ("weight", "bias"):
+            if base + f"q_proj.{kind}" not in sd:
+                continue  # InternViT-6B: no qkv bias
             out[f"vision_model.encoder.layers.{layer}.attn.qkv.{kind}"] = torch.cat(
                 [sd[base + f"{p}_proj.{kind}"] for p in "qkv"]).contiguous()
         layer += 1
@@ -89,12 +94,13 @@ def _llama_qkv_to_wqkv(sd, out, kv_heads, head_dim):
         layer += 1
 
 
-def hf_to_original(hf_state, text_arch, kv_heads, head_dim, tied):
-    """text_arch: 'llama' (written as InternLM2) or 'qwen2'."""
+def hf_to_original(hf_state, orig_arch, kv_heads, head_dim, tied):
+    """orig_arch: 'internlm2' (a Llama text model written as InternLM2), 'llama', 'qwen2' or 'qwen3'."""
     sd = {_strip_hf_prefix(k): v.detach().clone() for k, v in hf_state.items()}
     out = {}
     _fuse_vision_qkv(sd, out)
-    if text_arch == "llama":
+    internlm2 = orig_arch == "internlm2"
+    if internlm2:
         _llama_qkv_to_wqkv(sd, out, kv_heads, head_dim)
     for name, t in sd.items():
         if name.startswith("vision_tower."):
@@ -107,14 +113,14 @@ def hf_to_original(hf_state, text_arch, kv_heads, head_dim, tied):
             out[f"{_PROJECTOR_RENAMES[part]}.{kind}"] = t
         elif name.startswith("language_model.model."):
             rest = name[len("language_model.model."):]
-            if text_arch == "llama":
+            if internlm2:
                 if re.search(r"self_attn\.[qkv]_proj\.", rest):
                     continue  # fused into wqkv above
                 rest = _rename(rest, _INTERNLM2_RENAMES)
             out["language_model.model." + rest] = t
         elif name == "lm_head.weight":
             if not tied:
-                out["language_model.output.weight" if text_arch == "llama" else "language_model.lm_head.weight"] = t
+                out["language_model.output.weight" if internlm2 else "language_model.lm_head.weight"] = t
         else:
             raise KeyError(f"unmapped -hf tensor {name}")
     return out
@@ -125,6 +131,7 @@ _VISION_FORWARD = [  # original -> hf, on the part after `vision_model.`
     (r"^embeddings\.position_embedding$", "embeddings.position_embeddings"),
     (r"^embeddings\.patch_embedding\.", "embeddings.patch_embeddings.projection."),
     (r"^encoder\.layers\.(\d+)\.attn\.proj\.", r"encoder.layer.\1.attention.projection_layer."),
+    (r"^encoder\.layers\.(\d+)\.attn\.([qk])_norm\.", r"encoder.layer.\1.attention.\2_norm."),
     (r"^encoder\.layers\.(\d+)\.ls(\d)$", r"encoder.layer.\1.lambda_\2"),
     (r"^encoder\.layers\.(\d+)\.norm1\.", r"encoder.layer.\1.layernorm_before."),
     (r"^encoder\.layers\.(\d+)\.norm2\.", r"encoder.layer.\1.layernorm_after."),
@@ -132,7 +139,7 @@ _VISION_FORWARD = [  # original -> hf, on the part after `vision_model.`
 ]
 
 
-def original_to_hf(orig, text_arch, kv_heads, head_dim, vision_hidden):
+def original_to_hf(orig, orig_arch, kv_heads, head_dim, vision_hidden):
     """Original state dict -> names of transformers' InternVLForConditionalGeneration (model.* prefixes)."""
     lm_forward = [
         (r"^tok_embeddings\.", "embed_tokens."),
@@ -170,7 +177,7 @@ def original_to_hf(orig, text_arch, kv_heads, head_dim, vision_hidden):
                 base = f"model.language_model.layers.{m.group(1)}.self_attn."
                 out[base + "q_proj.weight"], out[base + "k_proj.weight"], out[base + "v_proj.weight"] = q, k, v
                 continue
-            if text_arch == "llama":
+            if orig_arch == "internlm2":
                 rest = _rename(rest, lm_forward)
             out["model.language_model." + rest] = t
         else:

@@ -36,6 +36,8 @@ class CpuBackend : public Backend {
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
+  void qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads, int head_dim,
+                   float eps) override;
   void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) override;
   void silu_mul(const Tensor& gate_up, Tensor& y) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& y) override;

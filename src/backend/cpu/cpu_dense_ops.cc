@@ -93,6 +93,31 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& g
   });
 }
 
+void CpuBackend::qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads,
+                             int head_dim, float eps) {
+  FOVEA_CHECK(heads > 0 && kv_heads > 0 && head_dim > 0, "qk_rms_norm: bad head sizes");
+  check_host(qkv, DType::F32, "qk_rms_norm", "qkv");
+  const int64_t T = rows_of(qkv), D = head_dim, q_width = int64_t(heads) * D, k_width = int64_t(kv_heads) * D;
+  const int64_t width = q_width + 2 * k_width;
+  check_matrix(qkv, T, width, "qk_rms_norm", "qkv");
+  // A part's group: D values (per head) or the whole part, as its gamma says.
+  auto group_of = [&](const Tensor& gamma, int64_t part_width, const char* what) {
+    check_host(gamma, DType::F32, "qk_rms_norm", what);
+    FOVEA_CHECK(gamma.numel() == D || gamma.numel() == part_width, "qk_rms_norm: ", what, " has ", gamma.numel(),
+                " values, expected ", D, " (per head) or ", part_width, " (all heads)");
+    return gamma.numel();
+  };
+  const int64_t q_group = group_of(q_gamma, q_width, "q_gamma"), k_group = group_of(k_gamma, k_width, "k_gamma");
+  parallel_rows(T, 4.0 * double(q_width + k_width), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      float* q = qkv.ptr<float>() + t * width;
+      for (int64_t c = 0; c < q_width; c += q_group) rms_norm_row(q + c, q_gamma.ptr<float>(), eps, q_group, q + c);
+      float* k = q + q_width;
+      for (int64_t c = 0; c < k_width; c += k_group) rms_norm_row(k + c, k_gamma.ptr<float>(), eps, k_group, k + c);
+    }
+  });
+}
+
 void CpuBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
   check_host(x, DType::F32, "scale_add", "x");
   const int64_t M = rows_of(x), N = cols_of(x);

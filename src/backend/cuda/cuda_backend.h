@@ -50,6 +50,8 @@ class CudaBackend final : public Backend {
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
   void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
   void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) override;
+  void qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads, int head_dim,
+                   float eps) override;
   void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) override;
   void silu_mul(const Tensor& gate_up, Tensor& y) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& y) override;
@@ -69,6 +71,10 @@ class CudaBackend final : public Backend {
                          const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;
+  // One kernel (launch_qk_norm_rope_kv_write) unless the shape does not fit it.
+  void qk_norm_rope_kv_write(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, float eps,
+                             const Tensor& positions, const Tensor& slots, int heads, int kv_heads, int head_dim,
+                             float theta, KvCacheLayer& cache) override;
   void paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache, int heads,
                        int kv_heads, int head_dim, Tensor& out) override;
 

@@ -201,6 +201,25 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   launch_add_rms_norm(mbf(residual), cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
 }
 
+void CudaBackend::qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads,
+                              int head_dim, float eps) {
+  FOVEA_CHECK(heads > 0 && kv_heads > 0 && head_dim > 0, "qk_rms_norm: bad head sizes");
+  const int64_t q_width = int64_t(heads) * head_dim, k_width = int64_t(kv_heads) * head_dim;
+  const int64_t tokens = rows_of(qkv, DType::BF16, q_width + 2 * k_width, "qk_rms_norm qkv");
+  auto group_of = [&](const Tensor& gamma, int64_t part_width, const char* what) {
+    FOVEA_CHECK(gamma.numel() == head_dim || gamma.numel() == part_width, "qk_rms_norm: ", what, " has ",
+                gamma.numel(), " values, expected ", head_dim, " (per head) or ", part_width, " (all heads)");
+    expect_numel(gamma, DType::BF16, gamma.numel(), what);
+    return int(gamma.numel());
+  };
+  const int q_group = group_of(q_gamma, q_width, "qk_rms_norm q_gamma");
+  const int k_group = group_of(k_gamma, k_width, "qk_rms_norm k_gamma");
+  OpScope scope(profiler_.get(), OpCategory::Norm,
+                [&] { return str("qk_rms_norm rows=", tokens, " group=", q_group); });
+  launch_qk_rms_norm(mbf(qkv), int(tokens), heads, kv_heads, head_dim, q_group, k_group, cbf(q_gamma), cbf(k_gamma),
+                     eps, stream_);
+}
+
 void CudaBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
   const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "scale_add x");
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "scale_add y") == rows, "scale_add: shapes ", shape_str(x.shape), " ",
@@ -342,6 +361,26 @@ void CudaBackend::rope_kv_write(Tensor& qkv, const Tensor& positions, const Tens
   OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("rope_kv_write", tokens); });
   launch_rope_kv_write(mbf(qkv), ci32(positions), ci32(slots), int(tokens), heads, kv_heads, head_dim, theta,
                        mbf(cache.k), mbf(cache.v), num_slots, error_flag_, stream_);
+}
+
+void CudaBackend::qk_norm_rope_kv_write(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, float eps,
+                                        const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
+                                        int head_dim, float theta, KvCacheLayer& cache) {
+  if (!qk_norm_rope_fusable(head_dim) || q_gamma.numel() != head_dim ||
+      k_gamma.numel() != head_dim)
+    return Backend::qk_norm_rope_kv_write(qkv, q_gamma, k_gamma, eps, positions, slots, heads, kv_heads, head_dim,
+                                          theta, cache);
+  const int64_t tokens = check_kv_write(qkv, slots, heads, kv_heads, head_dim, cache, "qk_norm_rope_kv_write");
+  expect_numel(positions, DType::I32, tokens, "qk_norm_rope_kv_write positions");
+  expect_numel(q_gamma, DType::BF16, head_dim, "qk_norm_rope_kv_write q_gamma");
+  expect_numel(k_gamma, DType::BF16, head_dim, "qk_norm_rope_kv_write k_gamma");
+  if (tokens == 0) return;
+  const int64_t num_slots = cache.k.dim(0) * cache.k.dim(1);
+  OpScope scope(profiler_.get(), OpCategory::Elementwise,
+                [&] { return rows_label("qk_norm_rope_kv_write", tokens); });
+  launch_qk_norm_rope_kv_write(mbf(qkv), cbf(q_gamma), cbf(k_gamma), eps, ci32(positions), ci32(slots), int(tokens),
+                               heads, kv_heads, head_dim, theta, mbf(cache.k), mbf(cache.v), num_slots, error_flag_,
+                               stream_);
 }
 
 void CudaBackend::paged_attention(const Tensor& qkv, const PagedAttentionBatch& batch, const KvCacheLayer& cache,

@@ -17,6 +17,21 @@ void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int r
 void launch_add_rms_norm(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
                          cudaStream_t stream);
 
+// ---- q/k RMSNorm (kernels_qk_norm.cu) ----
+// In place on each qkv row [(heads + 2 kv_heads) * head_dim]: every group of q_group values of the q part (head_dim
+// or heads * head_dim) is RMS-normalised and scaled by q_gamma [q_group], likewise the k part with k_group and
+// k_gamma.
+void launch_qk_rms_norm(bf16* qkv, int tokens, int heads, int kv_heads, int head_dim, int q_group, int k_group,
+                        const bf16* q_gamma, const bf16* k_gamma, float eps, cudaStream_t stream);
+// Per-head q/k RMSNorm (gammas [head_dim]), then rope, then the K/V cache write, in one kernel: the results of
+// launch_qk_rms_norm followed by launch_rope_kv_write, with one bf16 rounding instead of two. Needs an even
+// head_dim up to 256 (qk_norm_rope_fusable).
+bool qk_norm_rope_fusable(int head_dim);
+void launch_qk_norm_rope_kv_write(bf16* qkv, const bf16* q_gamma, const bf16* k_gamma, float eps,
+                                  const int* positions, const int* slots, int tokens, int heads, int kv_heads,
+                                  int head_dim, float theta, bf16* k_cache, bf16* v_cache, int64_t num_slots,
+                                  int* error_flag, cudaStream_t stream);
+
 // ---- element-wise and row copies (kernels_elementwise.cu) ----
 // x[r, c] += scale[c] * y[r, c]; scale may be null (= 1).
 void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int cols, cudaStream_t stream);
