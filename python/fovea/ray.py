@@ -32,7 +32,8 @@ class Predictor:
       array; or `image_column`); it may be absent when rows carry OpenAI-style `messages` instead;
     - "prompt" (or `prompt_column`; else `prompt` for every row), or "messages" (OpenAI-style chat messages, a
       list or its JSON text; image_url parts are fetched like image URLs);
-    - optional "system" (else `system`), "choices" (a list or JSON list: answer with the most likely one) and
+    - optional "system" (else `system`), "answers" (a list or JSON list, else `answers`), "tiling" ("official" or "compact", else the engine's), "choices" (a
+      list or JSON list: answer with the most likely one) and
       "sampling" (a dict or JSON object of SamplingParams fields: temperature, top_p, top_k, min_p, seed, n,
       max_tokens, stop, penalties, ...) over the defaults `max_tokens`, `temperature`, `sampling`.
 
@@ -46,13 +47,16 @@ class Predictor:
 
     def __init__(self, model: str, prompt: Optional[str] = None, *, image_column: Optional[str] = None,
                  prompt_column: str = "prompt", messages_column: str = "messages", system_column: str = "system",
-                 choices_column: str = "choices", sampling_column: str = "sampling", system: Optional[str] = None,
+                 choices_column: str = "choices", sampling_column: str = "sampling", tiling_column: str = "tiling",
+                 answers_column: str = "answers",
+                 system: Optional[str] = None,
                  max_tokens: int = 1, answers: Optional[Sequence[str]] = None, temperature: float = 0.0,
                  sampling: Union[SamplingParams, Dict[str, Any], None] = None, keep_image: bool = False,
                  **engine_options: Any):
         self.prompt, self.system, self.keep_image = prompt, system, keep_image
         self.image_column, self.prompt_column, self.messages_column = image_column, prompt_column, messages_column
         self.system_column, self.choices_column, self.sampling_column = system_column, choices_column, sampling_column
+        self.tiling_column, self.answers_column = tiling_column, answers_column
         self.answers = list(answers or ())
         defaults = dict(max_tokens=max_tokens, temperature=temperature)
         defaults.update(_sampling_fields(sampling))
@@ -104,6 +108,9 @@ class Predictor:
         images = [] if image_column not in columns or (image is None and messages is not None) else [image]
         system = value(self.system_column)
         choices = _json_value(value(self.choices_column), "choices")
+        tiling = value(self.tiling_column)
+        answers = _json_value(value(self.answers_column), "answers")
+        answers = self.answers if answers is None else [str(a) for a in answers]
         fields = dict(self.defaults)
         fields.update(_sampling_fields(_json_value(value(self.sampling_column), "sampling")))
         request = Request(images=[_row_image(x) for x in images],
@@ -111,7 +118,8 @@ class Predictor:
                           messages=None if messages is None else [dict(m) for m in messages],
                           system=None if system is None else str(system),
                           choices=None if choices is None else [str(c) for c in choices],
-                          answers=None if choices is not None else self.answers or None, **fields)
+                          tiling=None if tiling is None else str(tiling),
+                          answers=None if choices is not None else answers or None, **fields)
         request.validate()
         return request
 
