@@ -12,9 +12,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._sampling import MAX_SEED, CompletionOutput, Logprob, SamplingParams, check_sampling
 
-# A path (str or PathLike), a base64 data: URL, an http://, https:// or s3://bucket/key URL (downloaded ahead of the engine with
-# retries; TLS roots from FOVEA_CA_BUNDLE, S3 keys and endpoint from the usual AWS_* variables or ~/.aws), the
-# encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a PIL image.
+# A path (str or PathLike), a base64 data: URL, an http://, https:// or s3://bucket/key URL (downloaded ahead of
+# the engine with retries; TLS roots and S3 endpoint from the Engine's arguments, else FOVEA_CA_BUNDLE and the
+# usual AWS_* variables or ~/.aws), the encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a
+# PIL image.
 ImageLike = Any
 
 TILINGS = ("official", "compact")

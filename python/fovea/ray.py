@@ -32,18 +32,18 @@ class Predictor:
       array; or `image_column`); it may be absent when rows carry OpenAI-style `messages` instead;
     - "prompt" (or `prompt_column`; else `prompt` for every row), or "messages" (OpenAI-style chat messages, a
       list or its JSON text; image_url parts are fetched like image URLs);
-    - optional "system" (else `system`), "answers" (a list or JSON list, else `answers`), "tiling" ("official" or "compact", else the engine's), "choices" (a
-      list or JSON list: answer with the most likely one) and
+    - optional "system" (else `system`), "answers" (a list or JSON list, else `answers`), "tiling" ("official"
+      or "compact", else the engine's), "choices" (a list or JSON list: answer with the most likely one) and
       "sampling" (a dict or JSON object of SamplingParams fields: temperature, top_p, top_k, min_p, seed, n,
       max_tokens, stop, penalties, ...) over the defaults `max_tokens`, `temperature`, `sampling`.
 
     It adds "answer" (the text, None on error), "answer_logprobs" (JSON {answer: log-prob} when `answers` is
-    given; not for rows with choices), "choice_logprobs" (JSON {choice: total log-prob} for rows with choices), "samples" (JSON list of
-    every sample's text for rows with n > 1), "finish_reason", "prompt_tokens", "completion_tokens", "error" (None
-    or a message) and "error_kind" (None or Result.error_kind: "invalid_image", "engine_failed", ...). A bad row
-    (corrupt image, bad sampling value) fails only itself. The image column is dropped from the output unless
-    `keep_image`. Other keyword arguments go to fovea.Engine (backend, gpus, quantization, tiling, max_tiles,
-    kv_blocks, fetch options, ...). `predict(batch)` is the blocking form, for use outside Ray."""
+    given; not for rows with choices), "choice_logprobs" (JSON {choice: total log-prob} for rows with choices),
+    "samples" (JSON list of every sample's text for rows with n > 1), "finish_reason", "prompt_tokens",
+    "completion_tokens", "error" (None or a message) and "error_kind" (None or Result.error_kind:
+    "invalid_image", "engine_failed", ...). A bad row (corrupt image, bad sampling value) fails only itself. The
+    image column is dropped from the output unless `keep_image`. Other keyword arguments go to fovea.Engine
+    (backend, gpus, quantization, tiling, max_tiles, kv_blocks, fetch options, ...). `predict(batch)` is the blocking form, for use outside Ray."""
 
     def __init__(self, model: str, prompt: Optional[str] = None, *, image_column: Optional[str] = None,
                  prompt_column: str = "prompt", messages_column: str = "messages", system_column: str = "system",
@@ -72,7 +72,8 @@ class Predictor:
     def predict(self, batch):
         """The blocking form of __call__."""
         rows, requests = self._requests(batch)
-        return self._output(batch, rows, requests, self.engine.generate([r for r in requests if isinstance(r, Request)]))
+        results = self.engine.generate([r for r in requests if isinstance(r, Request)])
+        return self._output(batch, rows, requests, results)
 
     def _requests(self, batch):
         """(columns, per row a Request or the Result of a row refused before the engine)."""
