@@ -161,7 +161,8 @@ nb::list Batch::convert(const std::vector<TokenLogprob>& logprobs) const {
   nb::list out;
   for (const TokenLogprob& lp : logprobs) {
     nb::list top;
-    for (const auto& [token, value] : lp.top) top.append(nb::make_tuple(token, utf8(service_->token_text(token)), value));
+    for (const auto& [token, value] : lp.top)
+      top.append(nb::make_tuple(token, utf8(service_->token_text(token)), value));
     out.append(nb::make_tuple(lp.token, utf8(service_->token_text(lp.token)), lp.logprob, top));
   }
   return out;
@@ -188,10 +189,10 @@ nb::tuple Batch::convert(const FinishedRequest& f) const {
   const ErrorKind kind = error.empty()                     ? ErrorKind::None
                          : ev.error_kind == ErrorKind::None ? ErrorKind::Internal
                                                             : ev.error_kind;
+  const nb::object kind_name = kind == ErrorKind::None ? nb::none() : nb::object(nb::str(error_kind_name(kind)));
   return nb::make_tuple(f.index, utf8(f.text), tokens, convert(f.logprobs), answers, ev.finish_reason,
                         error.empty() ? nb::none() : nb::object(utf8(error)), ev.prompt_tokens, ev.completion_tokens,
-                        ev.ms, choices, kind == ErrorKind::None ? nb::none() : nb::object(nb::str(error_kind_name(kind))),
-                        prompt_ids);
+                        ev.ms, choices, kind_name, prompt_ids);
 }
 
 }  // namespace fovea::py

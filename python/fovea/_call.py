@@ -37,7 +37,8 @@ class Call:
                 if raw[0] == "restart":
                     yield StreamDelta(i, sample, restart=True)
                 else:
-                    yield StreamDelta(i, sample, raw[2], list(raw[3]), token_logprobs(raw[4], self.requests[i].logprobs))
+                    logprobs = token_logprobs(raw[4], self.requests[i].logprobs)
+                    yield StreamDelta(i, sample, raw[2], list(raw[3]), logprobs)
                 continue
             i, sample = self.owner[raw[0]]
             self.samples[i][sample] = raw

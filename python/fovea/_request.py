@@ -1,6 +1,8 @@
 """What one generation asks for (Request) and gives back (Result), and how Python images become encoded bytes."""
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 import json
 import math
@@ -10,9 +12,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._sampling import MAX_SEED, CompletionOutput, Logprob, SamplingParams, check_sampling
 
-# A path (str or PathLike), an http://, https:// or s3://bucket/key URL (downloaded ahead of the engine with
-# retries; TLS roots from FOVEA_CA_BUNDLE, S3 keys and endpoint from the usual AWS_* variables or ~/.aws), the
-# encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a PIL image.
+# A path (str or PathLike), a base64 data: URL, an http://, https:// or s3://bucket/key URL (downloaded ahead of
+# the engine with retries; TLS roots and S3 endpoint from the Engine's arguments, else FOVEA_CA_BUNDLE and the
+# usual AWS_* variables or ~/.aws), the encoded file's bytes, a numpy HWC uint8 array (RGB, RGBA or HW grey) or a
+# PIL image.
 ImageLike = Any
 
 TILINGS = ("official", "compact")
@@ -193,6 +196,8 @@ def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
     engine decodes exactly. Raises OSError/TypeError/ValueError for this request's Result."""
     if isinstance(image, (bytes, bytearray, memoryview)):
         return bytes(image), f"image #{number} (bytes)"
+    if isinstance(image, str) and image[:5].lower() == "data:":
+        return data_url_bytes(image), f"image #{number} (data: URL)"
     if isinstance(image, str) and image.split("://", 1)[0].lower() in URL_SCHEMES and "://" in image:
         return b"", image  # the native Batch downloads it (empty bytes + the URL as label)
     if isinstance(image, (str, os.PathLike)):
@@ -207,6 +212,17 @@ def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
         return bmp_from_array(np.asarray(image)), f"image #{number} (array)"
     raise TypeError(f"image #{number}: unsupported type {type(image).__name__} (a path, bytes, a numpy HWC uint8 "
                     "array or a PIL image)")
+
+
+def data_url_bytes(url: str) -> bytes:
+    """The bytes of a base64 data: URL (data:image/png;base64,...), as the OpenAI image_url parts carry them."""
+    header, sep, payload = url.partition(",")
+    if not sep or not header.lower().endswith(";base64"):
+        raise ValueError("a data: URL image must be base64 (data:image/...;base64,...)")
+    try:
+        return base64.b64decode(payload, validate=False)
+    except binascii.Error as e:
+        raise ValueError(f"invalid base64 in data: URL: {e}") from None
 
 
 def bmp_from_array(array) -> bytes:

@@ -144,7 +144,8 @@ Penalties penalties_of(const GenerationParams& p) {
 
 std::string check_sampling(const GenerationParams& p) {
   // Written so that NaN fails every check.
-  if (!(p.temperature >= 0.0f && std::isfinite(p.temperature))) return str("temperature must be >= 0, got ", p.temperature);
+  if (!(p.temperature >= 0.0f && std::isfinite(p.temperature)))
+    return str("temperature must be >= 0, got ", p.temperature);
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return str("top_p must be in (0, 1], got ", p.top_p);
   if (p.top_k < -1) return str("top_k must be -1, 0 (every token) or positive, got ", p.top_k);
   if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) return str("min_p must be in [0, 1], got ", p.min_p);

@@ -3,6 +3,7 @@ corrupt image fails only its own Result; images as paths, bytes, numpy arrays an
 answer; chat messages mean what they mean to `fovea serve`; other Python threads and the asyncio loop run while
 the engine works; stream and asyncio forms return every request once."""
 import asyncio
+import base64
 import contextlib
 import http.server
 import io
@@ -149,7 +150,7 @@ def test_image_forms_give_the_same_answer(llm, images):
     path = images[3]
     pil = Image.open(path)
     forms = [str(path), path, path.read_bytes(), np.asarray(pil.convert("RGB")), pil,
-             np.asarray(pil.convert("RGBA"))]
+             np.asarray(pil.convert("RGBA")), "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode()]
     results = llm.generate([fovea.Request(image=f, prompt=PROMPT, max_tokens=3, answers=ANSWERS) for f in forms])
     assert all(r.ok for r in results), [r.error for r in results]
     assert len({(tuple(r.tokens), json.dumps(r.answer_logprobs)) for r in results}) == 1

@@ -86,7 +86,8 @@ def test_fetch_options_as_engine_arguments(demo_model, tmp_path, https_server, s
     urls = [f"{base}/img.png", f"s3://{BUCKET}/opt/img.png"]
     with fovea.Engine(demo_model, backend="cpu", max_tiles=1, kv_blocks=512, ca_file=str(cert), s3_endpoint=endpoint,
                       fetch_timeout=20, fetch_retries=1, prefetch=4, fetch_parallel=2) as llm:
-        local, = llm.generate([fovea.Request(image=str(png), prompt="What is it?", max_tokens=3, answers=["yes", "no"])])
+        local, = llm.generate([fovea.Request(image=str(png), prompt="What is it?", max_tokens=3,
+                                             answers=["yes", "no"])])
         remote = llm.generate([fovea.Request(image=u, prompt="What is it?", max_tokens=3, answers=["yes", "no"])
                                for u in urls] + [chat(u) for u in urls])
     assert local.error is None, local.error

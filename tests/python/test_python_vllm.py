@@ -114,7 +114,8 @@ def test_seeds_samples_and_outputs(llm):
         alone, = llm.generate("Say something.", SamplingParams(temperature=1.0, max_tokens=6, seed=7 + k))
         assert alone.outputs[0].token_ids == sample.token_ids and alone.text == sample.text
     assert out.text == out.outputs[0].text and out.tokens == out.outputs[0].token_ids
-    assert out.completion_tokens == sum(len(o.token_ids) for o in out.outputs) and out.finished and out.request_id == "0"
+    assert out.completion_tokens == sum(len(o.token_ids) for o in out.outputs)
+    assert out.finished and out.request_id == "0"
     # No seed: a fresh random one per request (before, seed 0 made these identical).
     a, b = llm.generate(["Say something."] * 2, SamplingParams(temperature=1.0, max_tokens=8))
     assert a.outputs[0].token_ids != b.outputs[0].token_ids

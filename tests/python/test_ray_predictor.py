@@ -58,3 +58,5 @@ def test_ray_data_batch(demo_model, tmp_path):
         row = by_name[name]
         assert row["answer"] == result.text, name
         assert json.loads(row["answer_logprobs"]) == result.answer_logprobs, name
+        assert (row["finish_reason"], row["prompt_tokens"], row["completion_tokens"]) == \
+            (result.finish_reason, result.prompt_tokens, result.completion_tokens), name
