@@ -122,9 +122,10 @@ std::tuple<std::string, std::string, int> chat_parts(const std::string& messages
 
 class EngineHandle {
  public:
-  explicit EngineHandle(const EngineConfig& config) {
+  // fail_engine / fail_after_steps: the test-only fault hook (engine/service.h); 0 steps, the default, injects nothing.
+  explicit EngineHandle(const EngineConfig& config, size_t fail_engine = 0, int fail_after_steps = 0) {
     nb::gil_scoped_release release;  // loading takes seconds: let other Python threads run
-    service_ = make_engine_service(config);
+    service_ = make_engine_service_with_failure(config, InjectedFailure{fail_engine, fail_after_steps});
   }
   Batch* submit(std::vector<Job> jobs, const BatchOptions& options) {
     return new Batch(live(), std::move(jobs), options);
@@ -234,7 +235,8 @@ NB_MODULE(_fovea, m) {
       .def("eos_ids", &TokenizerHandle::eos_ids);
 
   nb::class_<EngineHandle>(m, "EngineHandle")
-      .def(nb::init<const EngineConfig&>())
+      .def(nb::init<const EngineConfig&, size_t, int>(), nb::arg("config"), nb::arg("_fail_engine") = 0,
+           nb::arg("_fail_after_steps") = 0)
       .def("submit", &EngineHandle::submit, nb::arg("jobs"), nb::arg("options"), nb::rv_policy::take_ownership)
       .def("model_name", &EngineHandle::model_name)
       .def("token_text", &EngineHandle::token_text)

@@ -65,6 +65,8 @@ class Engine:
         config.gpus = "" if gpus is None else gpus if isinstance(gpus, str) else ",".join(str(g) for g in gpus)
         config.replicas = replicas
         config.quantization = quantization or "none"
+        # Test-only fault hook: engine K of the service fails as if its device had, after S scheduler steps.
+        fail_engine, fail_after_steps = options.pop("_inject_engine_failure", (0, 0))
         for name, value in options.items():
             if name.startswith("_") or not hasattr(config, name):
                 raise TypeError(f"Engine() got an unknown option {name!r}")
@@ -76,7 +78,7 @@ class Engine:
                              engine_failure_retries=engine_failure_retries)
         self._model_dir = config.model_dir
         self._tokenizer: Optional[Tokenizer] = None
-        self._handle = _fovea.EngineHandle(config)
+        self._handle = _fovea.EngineHandle(config, fail_engine, fail_after_steps)
 
     @property
     def model_name(self) -> str:

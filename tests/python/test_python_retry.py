@@ -1,8 +1,8 @@
 """A replica failing mid-batch loses no Python request: a request whose engine failed runs again on the other
 one (Engine(engine_failure_retries=1), the default), with the answer a single healthy engine gives; a token
 stream says which samples start over. With retries off the same failure reaches the Results as engine_failed,
-so the test would see the retry missing. The fault comes from FOVEA_FAIL_ENGINE=K:S (engine K fails after S
-scheduler steps; read when the engine is built)."""
+so the test would see the retry missing. The fault comes from the test-only Engine option
+_inject_engine_failure=(K, S): engine K fails as if its device had, after S scheduler steps."""
 import pytest
 
 Image = pytest.importorskip("PIL.Image")
@@ -27,10 +27,7 @@ def reference(demo_model):
 
 
 def failing_engine(demo_model, monkeypatch, **options):
-    monkeypatch.setenv("FOVEA_FAIL_ENGINE", "1:2")
-    engine = fovea.Engine(demo_model, replicas=2, concurrency=8, **OPTIONS, **options)
-    monkeypatch.delenv("FOVEA_FAIL_ENGINE")
-    return engine
+    return fovea.Engine(demo_model, replicas=2, concurrency=8, _inject_engine_failure=(1, 2), **OPTIONS, **options)
 
 
 def test_a_failing_replica_loses_no_request(demo_model, reference, monkeypatch):
