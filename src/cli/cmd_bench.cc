@@ -60,13 +60,16 @@ const char* kUsage =
     "  --kv-blocks N  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR\n"
     "  --no-cuda-graphs (decode steps op by op)  --vit-graphs (replay ViT batches too)  --decode-reps N (2)\n"
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "  --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all (W8A8 E4M3\n"
+    "  --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16 (W8A8 E4M3\n"
     "    for the LLM's projections;\n"
     "    scales per tensor, per channel x per token, 128x128 x 1x128 blocks, or per channel x 1x128;\n"
     "    fp8 = fp8-channel;\n"
-    "    fp8-all: fp8 for the ViT's linears too)\n"
+    "    fp8-all: fp8 for the ViT's linears too; w4a16: the LLM's projections 4-bit: a 4-bit\n"
+    "    checkpoint kept packed, or 4-bit dummy weights)\n"
     "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "  --load-format auto|dummy (dummy: random weights of config.json's shapes made on the device,\n"
+    "    no safetensors read; for benchmarking a model whose checkpoint is not at hand)\n"
     "  --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
@@ -92,7 +95,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
     args.allow_only({"--model", "--photos", "--images", "--count", "--prompt", "--max-tokens", "--max-tiles",
                      "--policy", "--backend", "--concurrency", "--warmup", "--seed", "--gemm", "--gemm-seconds",
                      "--kv-blocks", "--json", "--svg", "--save-workload", "--no-cuda-graphs", "--vit-graphs",
-                     "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--decode-reps", "--questions", "--first-tokens",
+                     "--cpu-normalize", "--quantization", "--w4", "--load-format", "--batch-invariant", "--decode-reps", "--questions", "--first-tokens",
                      "--no-prefix-cache", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -116,6 +119,7 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.engine.quantization = args.get("--quantization", "none");
   c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
+  c.engine.load_format = args.get("--load-format", "auto");
   c.json_path = args.get("--json", "bench.json");
   c.svg_path = args.get("--svg", "bench.svg");
   c.save_dir = args.get("--save-workload");
@@ -338,7 +342,7 @@ int bench_main(const std::vector<std::string>& raw) {
   const std::vector<int> shape = !c.gemm.empty() ? c.gemm : cuda ? std::vector<int>{8192, 8192, 4096}
                                                                  : std::vector<int>{256, 256, 256};
   const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds,
-                                          c.engine.quantization != "none");
+                                          c.engine.quantization.rfind("fp8", 0) == 0);
   std::fprintf(stderr, "bench: GEMM peak %.3f TFLOP/s on %s\n", peak.tflops, peak.backend.c_str());
 
   auto service = make_engine_service(c.engine);

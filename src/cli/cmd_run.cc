@@ -35,13 +35,16 @@ const char* kUsage =
     "  --no-cuda-graphs (launch decode steps op by op instead of replaying recordings)\n"
     "  --vit-graphs (replay ViT batches as recordings per tile-count bucket too; CUDA only)\n"
     "  --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "  --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all (W8A8 E4M3\n"
+    "  --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16 (W8A8 E4M3\n"
     "    for the LLM's projections;\n"
     "    scales per tensor, per channel x per token, 128x128 x 1x128 blocks, or per channel x 1x128;\n"
     "    fp8 = fp8-channel;\n"
-    "    fp8-all: fp8 for the ViT's linears too)\n"
+    "    fp8-all: fp8 for the ViT's linears too; w4a16: the LLM's projections 4-bit: a 4-bit\n"
+    "    checkpoint kept packed, or 4-bit dummy weights)\n"
     "  --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "    (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "  --load-format auto|dummy (dummy: random weights of config.json's shapes made on the device,\n"
+    "    no safetensors read; for benchmarking a model whose checkpoint is not at hand)\n"
     "  --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "  --dump-logits PATH (first-token float logits of each successful task: PATH.f32 rows of vocab floats,\n"
     "         PATH.json {\"vocab\", \"rows\": {id: row}}; resumes with the results)\n"
@@ -64,7 +67,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   try {
     args.allow_only({"--model", "--input", "--output", "--images", "--prompt", "--backend", "--max-tiles", "--policy",
                      "--max-tokens", "--answers", "--concurrency", "--kv-blocks", "--progress-interval", "--quiet",
-                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4", "--batch-invariant",
+                     "--retry-failed", "--no-cuda-graphs", "--vit-graphs", "--cpu-normalize", "--quantization", "--w4", "--load-format", "--batch-invariant",
                      "--dump-logits", "--fetch-timeout", "--fetch-retries", "--fetch-parallel", "--prefetch",
                      "--ca-file", "--s3-endpoint", "--max-image-bytes", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
@@ -81,6 +84,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   c.engine.quantization = args.get("--quantization", "none");
   c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
+  c.engine.load_format = args.get("--load-format", "auto");
   c.input = args.get("--input");
   c.images = args.get("--images");
   c.output = args.get("--output");

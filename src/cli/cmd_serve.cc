@@ -36,13 +36,16 @@ const char* kUsage =
     "         --served-model-name NAME  --default-max-tokens N (256)  --drain-timeout-s N (30)\n"
     "         --no-cuda-graphs (launch decode steps op by op)\n"
     "         --cpu-normalize (tiles leave the host as normalised float32, not as bytes normalised on the device)\n"
-    "         --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all (W8A8 E4M3\n"
+    "         --quantization none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16 (W8A8 E4M3\n"
     "           for the LLM's projections;\n"
     "           scales per tensor, per channel x per token, 128x128 x 1x128 blocks, or per channel x 1x128;\n"
     "           fp8 = fp8-channel;\n"
-    "           fp8-all: fp8 for the ViT's linears too)\n"
+    "           fp8-all: fp8 for the ViT's linears too; w4a16: the LLM's projections 4-bit: a 4-bit\n"
+    "           checkpoint kept packed, or 4-bit dummy weights)\n"
     "         --w4 auto|packed|dequantize (4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device\n"
     "           (W4A16) or load them as bf16; auto: packed on CUDA)\n"
+    "         --load-format auto|dummy (dummy: random weights of config.json's shapes made on the device,\n"
+    "           no safetensors read; for benchmarking a model whose checkpoint is not at hand)\n"
     "         --batch-invariant (a request's outputs independent of its batch-mates; CUDA: slower kernels)\n"
     "The API key may also come from the environment variable FOVEA_API_KEY.\n";
 
@@ -65,7 +68,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
                      "--max-connections",
                      "--threads", "--max-queue", "--max-images", "--backend", "--max-tiles", "--policy",
                      "--kv-blocks", "--served-model-name", "--default-max-tokens", "--drain-timeout-s",
-                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--batch-invariant", "--gpus", "--replicas", "--help"});
+                     "--no-cuda-graphs", "--cpu-normalize", "--quantization", "--w4", "--load-format", "--batch-invariant", "--gpus", "--replicas", "--help"});
   } catch (const Error& e) {
     const std::string m = e.what();
     throw UsageError{m.substr(m.find("unknown option"))};
@@ -79,6 +82,7 @@ ServeConfig parse_serve_args(const std::vector<std::string>& raw) {
   c.engine.quantization = args.get("--quantization", "none");
   c.engine.batch_invariant = args.has("--batch-invariant");
   c.engine.w4 = args.get("--w4", "auto");
+  c.engine.load_format = args.get("--load-format", "auto");
   const char* env_key = std::getenv("FOVEA_API_KEY");
   c.api.api_key = args.get("--api-key", env_key ? env_key : "");
   c.api.http.host = args.get("--host", "127.0.0.1");
