@@ -1,12 +1,14 @@
 // Engine(config) with weights from the config alone (--load-format dummy) and its memory plan: a directory with
 // config.json and the tokenizer but no safetensors serves requests; a memory limit it cannot fit in is refused
-// before any weight exists, with what would fit; a bad load format is refused by name.
+// before any weight exists, with what would fit; a bad load format is refused by name; a checkpoint that cannot fit
+// is refused before any of its weights is read.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "../runtime/poison_weight.h"
 
 using namespace fovea;
 using namespace fovea::test;
@@ -72,6 +74,23 @@ TEST_F(ConfigOnlyDir, RefusedBeforeLoadingWhenItCannotFit) {
   config_.kv_blocks = 0;
   config_.memory_limit_bytes = 1 << 20;  // 1 MiB: the demo's weights alone take more
   expect_error_text([&] { Engine engine(config_); }, "does not fit: it needs");
+}
+
+// A damaged checkpoint (a NaN in a weight) that cannot fit: the refusal comes first, so no weight was read; with
+// room, the damage is found when the weight is read.
+TEST(CheckpointPlan, RefusedBeforeAnyWeightIsRead) {
+  DemoModelDir demo;
+  test::poison_weight(demo.path() + "/model.safetensors", "language_model.model.layers.1.feed_forward.w2.weight");
+
+  EngineConfig config;
+  config.model_dir = demo.path();
+  config.backend = "cpu";
+  config.preprocess_threads = 1;
+  config.memory_limit_bytes = 1 << 20;
+  expect_error_text([&] { Engine engine(config); }, "does not fit: it needs");
+  config.memory_limit_bytes = 0;
+  config.kv_blocks = 64;
+  expect_error_text([&] { Engine engine(config); }, "NaN or infinite");
 }
 
 }  // namespace
