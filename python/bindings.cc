@@ -179,6 +179,7 @@ NB_MODULE(_fovea, m) {
       .def_rw("gpu_normalize", &EngineConfig::gpu_normalize)
       .def_rw("quantization", &EngineConfig::quantization)
       .def_rw("memory_limit_bytes", &EngineConfig::memory_limit_bytes)
+      .def_rw("load_format", &EngineConfig::load_format)
       .def_rw("w4", &EngineConfig::w4);
 
   nb::class_<GenerationParams>(m, "GenerationParams")

@@ -1,6 +1,8 @@
 """Makes a random-weight InternVL checkpoint in transformers' native `internvl` (-hf) format that both
 transformers and Fovea load: InternVL2-8B-shaped (InternViT-300M + a Llama text config standing for
-InternLM2-7B, as transformers' converter maps it) or, with --variant qwen2, InternVL3-8B-shaped (Qwen2.5-7B).
+InternLM2-7B, as transformers' converter maps it) or, with --variant qwen2, InternVL3-8B-shaped (Qwen2.5-7B);
+with --variant qwen2 --size 72b the LLM is Qwen2.5-72B-shaped (InternVL2.5/3-78B's LLM; the ViT stays 300M).
+--config-only writes config.json and the tokenizer files only, for `--load-format dummy` (no torch weights).
 
 Built with `_from_config` under the target device in bf16 with a fixed seed. Default init (std 0.02) leaves
 biases, norms, layer scales, the CLS token and the position embeddings at constants (zeros/ones); this script
@@ -31,6 +33,9 @@ FULL = {
                       intermediate_size=14336, vocab_size=92553, rms_norm_eps=1e-5),
     "qwen2": dict(hidden_size=3584, num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
                   intermediate_size=18944, vocab_size=151674, rms_norm_eps=1e-6),
+    # Qwen2.5-72B (InternVL2.5-78B, InternVL3-78B): 80 layers of width 8192, 64 heads of 128, 8 KV heads.
+    "qwen2-72b": dict(hidden_size=8192, num_hidden_layers=80, num_attention_heads=64, num_key_value_heads=8,
+                      intermediate_size=29568, vocab_size=151674, rms_norm_eps=1e-6),
 }
 # --tiny: the same graph at sizes a CPU runs in seconds (real vocab, so the real tokenizers still fit).
 TINY = {
@@ -42,9 +47,13 @@ TINY = {
 }
 
 
-def build_config(variant, tiny, std):
+def build_config(variant, tiny, std, size="8b"):
     from transformers import InternVLConfig, InternVLVisionConfig, LlamaConfig, Qwen2Config
-    sizes = TINY if tiny else FULL
+    sizes = dict(TINY if tiny else FULL)
+    if size == "72b":
+        if variant != "qwen2" or tiny:
+            common.die("--size 72b is Qwen2.5-72B: use it with --variant qwen2 and without --tiny")
+        sizes["qwen2"] = FULL["qwen2-72b"]
     vision = InternVLVisionConfig(
         **sizes["vision"], image_size=common.TILE, patch_size=14, attention_bias=True, use_qk_norm=False,
         norm_type="layer_norm", layer_norm_eps=1e-6, layer_scale_init_value=0.1, use_mean_pooling=True,
@@ -128,14 +137,58 @@ def clear_model_dir(out):
     os.makedirs(out)
 
 
+def hf_config_dict(variant, size):
+    """The -hf config.json of --variant/--size as a dict, written without transformers (the keys Fovea and
+    transformers read; the same values build_config gives, for --config-only on machines without torch)."""
+    if size == "72b" and variant != "qwen2":
+        common.die("--size 72b is Qwen2.5-72B: use it with --variant qwen2")
+    llm = FULL["qwen2-72b" if size == "72b" else variant]
+    ids = common.VARIANT_IDS[variant]
+    text = dict(llm, model_type="llama" if variant == "internlm2" else "qwen2", hidden_act="silu",
+                head_dim=llm["hidden_size"] // llm["num_attention_heads"], max_position_embeddings=32768,
+                rope_parameters={"rope_type": "default", "rope_theta": 1e6}, tie_word_embeddings=False,
+                bos_token_id=1 if variant == "internlm2" else 151643,
+                eos_token_id=2 if variant == "internlm2" else 151645, attention_bias=False,
+                use_sliding_window=False, sliding_window=None, initializer_range=0.02)
+    if variant == "qwen2":
+        text.pop("attention_bias")
+    vision = dict(FULL["vision"], model_type="internvl_vision", image_size=[common.TILE, common.TILE],
+                  patch_size=[14, 14], attention_bias=True, use_qk_norm=False, norm_type="layer_norm",
+                  layer_norm_eps=1e-6, layer_scale_init_value=0.1, use_mean_pooling=True, hidden_act="gelu",
+                  num_channels=3, use_absolute_position_embeddings=True)
+    return {"architectures": ["InternVLForConditionalGeneration"], "model_type": "internvl", "downsample_ratio": 0.5,
+            "image_seq_length": common.TOKENS_PER_TILE, "image_token_id": ids["img_context"],
+            "projector_hidden_act": "gelu", "vision_feature_layer": -1, "vision_feature_select_strategy": "default",
+            "tie_word_embeddings": False, "text_config": text, "vision_config": vision, "torch_dtype": "bfloat16",
+            "template": ids["template"]}
+
+
+def make_config_only(args):
+    """config.json, the tokenizer files and model.json; no weights, no torch."""
+    t0 = time.time()
+    clear_model_dir(args.out)
+    config = hf_config_dict(args.variant, args.size)
+    if args.template:
+        config["template"] = args.template
+    common.write_json(os.path.join(args.out, "config.json"), config)
+    write_tokenizer(args.out, args.variant, args.tokenizer)
+    info = {"dir": os.path.abspath(args.out), "variant": args.variant, "size": args.size, "config_only": True,
+            "text_config": config["text_config"], "build_s": time.time() - t0}
+    common.write_json(os.path.join(args.out, "model.json"), info)
+    common.log(f"config only: {args.variant} {args.size} in {args.out} (run with --load-format dummy)")
+    return info
+
+
 def make(args):
+    if args.config_only:
+        return make_config_only(args)
     import torch
     from transformers import InternVLForConditionalGeneration
     t0 = time.time()
     torch.manual_seed(args.seed)
     if args.device == "cuda":
         torch.cuda.manual_seed_all(args.seed)
-    config = build_config(args.variant, args.tiny, args.std)
+    config = build_config(args.variant, args.tiny, args.std, args.size)
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     with torch.device(args.device):
         model = InternVLForConditionalGeneration._from_config(config, dtype=dtype)
@@ -175,6 +228,8 @@ def main():
     p.add_argument("--std", type=float, default=0.02, help="initializer_range of the random init")
     p.add_argument("--plain-init", action="store_true", help="keep transformers' constant inits")
     p.add_argument("--shard-size", default="5GB")
+    p.add_argument("--size", choices=["8b", "72b"], default="8b", help="72b: Qwen2.5-72B's LLM (--variant qwen2)")
+    p.add_argument("--config-only", action="store_true", help="config and tokenizer only, for --load-format dummy")
     make(p.parse_args())
 
 

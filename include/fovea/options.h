@@ -33,7 +33,8 @@ struct EngineConfig {
   // (128x128 weight blocks x 1x128 activation blocks); "fp8" = fp8-channel; "fp8-all": fp8 for the ViT layers'
   // linears too (slower on the H200). The patch embedding, the projector and the LM head stay in the
   // checkpoint's dtype. "w4a16": the LLM's projections 4-bit (W4A16, linear_w4): a 4-bit AWQ / GPTQ checkpoint
-  // kept packed (as --w4 packed); a dense checkpoint is refused.
+  // kept packed (as --w4 packed), or 4-bit random weights (group 128) with load_format "dummy"; a dense checkpoint
+  // is refused.
   std::string quantization = "none";
   // A 4-bit AWQ / GPTQ checkpoint's LLM linears: "packed" keeps them 4-bit on the device (W4A16, linear_w4),
   // "dequantize" loads them as bf16, "auto" packs on CUDA and dequantizes on the CPU (whose linear_w4 is the
@@ -44,6 +45,11 @@ struct EngineConfig {
   // split-KV. Slower; the CPU reference is batch-invariant anyway. With fp8-tensor the per-tensor activation
   // scale still couples the batch (use fp8 / fp8-channel / fp8-block).
   bool batch_invariant = false;
+  // Where the weights come from: "auto" (the checkpoint's safetensors) or "dummy": deterministic random weights of
+  // the config's shapes made on the device in the dtype the quantization asks for (bf16, FP8, or 4-bit when the
+  // config declares AWQ / GPTQ or with "w4a16"); only config.json and the tokenizer files are read. For measuring
+  // a model whose checkpoint is not at hand (vLLM's load_format="dummy"); the answers are meaningless.
+  std::string load_format = "auto";
   // Device bytes this engine may plan for (weights, KV pool, image pool, workspace, runtime reserve); 0: what the
   // GPU has free at start (the CPU backend: no limit). A model that does not fit is refused before loading.
   int64_t memory_limit_bytes = 0;

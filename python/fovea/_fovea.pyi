@@ -21,6 +21,7 @@ class EngineConfig:
     gpu_normalize: bool
     quantization: str
     w4: str
+    load_format: str
     memory_limit_bytes: int
     def __init__(self) -> None: ...
 

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/fp8_recipe.h"
+#include "backend/random_fill.h"
 #include "core/tensor.h"
 #include "image/normalize_kernels.h"
 
@@ -76,6 +77,9 @@ class Backend {
   virtual Tensor download(const Tensor& src) = 0;
   virtual void copy(Tensor& dst, const Tensor& src) = 0;  // same device, same dtype and numel
   virtual void fill_zero(Tensor& t) = 0;
+  // Deterministic random values (backend/random_fill.h) of any dtype but I64, made where t lives: the same bits on
+  // every backend for the same RandomFill. Weights built from a config alone (--load-format dummy).
+  virtual void fill_random(Tensor& t, const RandomFill& fill) = 0;
   virtual void synchronize() = 0;
   virtual size_t memory_in_use() const = 0;  // bytes taken through alloc()
   // Device bytes free for new allocations now (CUDA: cudaMemGetInfo's free); 0 when unknown or unbounded (the CPU

@@ -299,7 +299,7 @@ int bench_main(const std::vector<std::string>& raw) {
   const std::vector<int> shape = !c.gemm.empty() ? c.gemm : cuda ? std::vector<int>{8192, 8192, 4096}
                                                                  : std::vector<int>{256, 256, 256};
   const GemmPeak peak = measure_gemm_peak(c.engine.backend, shape[0], shape[1], shape[2], c.gemm_seconds,
-                                          c.engine.quantization != "none");
+                                          c.engine.quantization.rfind("fp8", 0) == 0);
   std::fprintf(stderr, "bench: GEMM peak %.3f TFLOP/s on %s\n", peak.tflops, peak.backend.c_str());
 
   auto service = make_engine_service(c.engine);

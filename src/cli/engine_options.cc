@@ -14,12 +14,17 @@ const std::vector<EngineOption>& engine_options() {
       {"--gpus", "gpus", &C::gpus, "all|0,1,3", "one engine per GPU behind one data-parallel dispatcher"},
       {"--replicas", "replicas", &C::replicas, "N", "CPU backend: N engines behind the same dispatcher", true, 1},
       {"--quantization", "quantization", &C::quantization,
-       "none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all",
+       "none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16",
        "W8A8 E4M3 for the LLM's projections; scales per tensor, per channel x per token, 128x128 x 1x128 blocks, "
-       "or per channel x 1x128; fp8 = fp8-channel; fp8-all: the ViT's linears too"},
+       "or per channel x 1x128; fp8 = fp8-channel; fp8-all: the ViT's linears too; w4a16: the LLM's projections "
+       "4-bit (a 4-bit checkpoint kept packed, or 4-bit dummy weights)"},
       {"--w4", "w4", &C::w4, "auto|packed|dequantize",
        "4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device (W4A16) or load them as bf16; "
        "auto: packed on CUDA"},
+      {"--load-format", "load_format", &C::load_format, "auto|dummy",
+       "dummy: random weights of config.json's shapes made on the device, no safetensors read (benchmarking a "
+       "model whose checkpoint is not at hand)",
+       true, 0, true},
       {"--batch-invariant", "batch_invariant", &C::batch_invariant, "",
        "a request's outputs independent of its batch-mates (CUDA: slower kernels)"},
       {"--kv-blocks", "kv_blocks", &C::kv_blocks, "N", "KV cache blocks (0: sized from the device's memory)"},

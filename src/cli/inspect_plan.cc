@@ -42,26 +42,27 @@ size_t parse_byte_size(const std::string& text) {
     const char* name;
     double bytes;
   };
+  // GB means 2^30 as GPU memory is quoted (an H200's "141 GB" is 143,771 MiB); 80e9 for decimal bytes.
   static const Unit kUnits[] = {{"", 1},
                                 {"B", 1},
-                                {"KB", 1e3},
-                                {"MB", 1e6},
-                                {"GB", 1e9},
-                                {"TB", 1e12},
                                 {"K", 1024.0},
+                                {"KB", 1024.0},
                                 {"KIB", 1024.0},
                                 {"M", 1 << 20},
+                                {"MB", 1 << 20},
                                 {"MIB", 1 << 20},
                                 {"G", 1 << 30},
+                                {"GB", 1 << 30},
                                 {"GIB", 1 << 30},
                                 {"T", 1099511627776.0},
+                                {"TB", 1099511627776.0},
                                 {"TIB", 1099511627776.0}};
   for (const Unit& u : kUnits)
     if (unit == u.name) {
       FOVEA_CHECK(value > 0 && std::isfinite(value), "bad size '", text, "'");
       return size_t(value * u.bytes);
     }
-  FOVEA_FAIL("bad size '", text, "': unknown unit '", text.substr(used), "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+  FOVEA_FAIL("bad size '", text, "': unknown unit '", text.substr(used), "' (B, K, M, G, T with or without B / iB)");
 }
 
 void print_memory_plan(const std::string& model_dir, const EngineConfig& config, size_t available) {

@@ -9,7 +9,7 @@
 
 namespace fovea {
 
-// "141GB" (10^9), "140GiB" or "140G" (2^30), "512MiB", "80e9": bytes. Throws on anything else.
+// "141GB", "141GiB" or "141G" (all 2^30: GPU memory is quoted so), "512MiB", "80e9" (bytes). Throws otherwise.
 size_t parse_byte_size(const std::string& text);
 
 // The default --gpu-memory: an H200 (143,771 MiB) less about 1 GiB for its CUDA context, as the engine would find free.

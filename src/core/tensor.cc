@@ -1,9 +1,28 @@
 #include "core/tensor.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
+#include "core/host_memory.h"
+
 namespace fovea {
+namespace {
+
+std::atomic<size_t> g_host_bytes{0}, g_host_peak{0};
+
+void count_host_alloc(size_t bytes) {
+  const size_t now = g_host_bytes.fetch_add(bytes) + bytes;
+  size_t peak = g_host_peak.load();
+  while (now > peak && !g_host_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+}  // namespace
+
+size_t host_tensor_bytes() { return g_host_bytes.load(); }
+size_t host_tensor_peak_bytes() { return g_host_peak.load(); }
+void reset_host_tensor_peak() { g_host_peak.store(g_host_bytes.load()); }
 
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
@@ -65,7 +84,11 @@ Tensor Tensor::host(DType dtype, Shape shape) {
   void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
   FOVEA_CHECK(p, "out of host memory allocating ", bytes, " bytes");
   std::memset(p, 0, bytes);
-  t.owner = std::shared_ptr<void>(p, std::free);
+  count_host_alloc(bytes);
+  t.owner = std::shared_ptr<void>(p, [bytes](void* q) {
+    std::free(q);
+    g_host_bytes.fetch_sub(bytes);
+  });
   t.data = p;
   return t;
 }

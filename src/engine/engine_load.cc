@@ -10,6 +10,7 @@
 #include "engine/engine_impl.h"
 #include "engine/engine_plan.h"
 #include "model/model_desc.h"
+#include "runtime/dummy_weights.h"
 #include "runtime/internvl_runner.h"
 
 namespace fovea {
@@ -75,6 +76,8 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   impl.config = config;
   impl.pool = std::move(prep_pool);
   const QuantizationChoice quantization = parse_quantization(config.quantization);  // a bad name fails at once
+  FOVEA_CHECK(config.load_format == "auto" || config.load_format == "dummy", "unknown load format '",
+              config.load_format, "' (auto, dummy)");
   // One engine drives one GPU: config.gpus is "" (device 0) or that GPU's index here; make_engine_service
   // resolves "all" and lists into one engine per index.
   const int device = gpu_index(config.gpus);
@@ -82,14 +85,25 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   backend->set_batch_invariant(config.batch_invariant);  // before any GEMM picks its algorithm
   const bool gpu = backend->device() == Device::CUDA;
 
-  LoadOptions load;
-  load.keep_w4 = keep_w4_packed(config, gpu);
-  LoadedModel model = load_model(config.model_dir, load);
-  FOVEA_CHECK(!quantization.w4 || model.desc.w4.kept_packed, config.model_dir,
-              ": --quantization w4a16 needs a 4-bit checkpoint (AWQ / GPTQ; make one with fovea quantize --method "
-              "awq|gptq|rtn), this one is dense");
-  const ModelDesc desc = model.desc;
-  std::unique_ptr<WeightSource> source = make_checkpoint_source(std::move(model.weights), desc.dir);
+  // What the weights will be: a checkpoint's tensors described by their headers (which linears stay 4-bit), or
+  // random weights of the config's shapes, made on the device (--load-format dummy).
+  ModelDesc desc;
+  std::unique_ptr<WeightSource> source;
+  if (config.load_format == "dummy") {
+    desc = load_model_desc(config.model_dir);
+    const ConfigWeights dummy = dummy_weights_for(config, desc, gpu);
+    desc.w4.kept_packed = dummy.w4;
+    source = make_dummy_source(desc, dummy);
+  } else {
+    LoadOptions load;
+    load.keep_w4 = keep_w4_packed(config, gpu);
+    LoadedModel model = load_model(config.model_dir, load);
+    FOVEA_CHECK(!quantization.w4 || model.desc.w4.kept_packed, config.model_dir,
+                ": --quantization w4a16 needs a 4-bit checkpoint (AWQ / GPTQ; make one with fovea quantize --method "
+                "awq|gptq|rtn), this one is dense");
+    desc = model.desc;
+    source = make_checkpoint_source(std::move(model.weights), desc.dir);
+  }
 
   // Device memory, planned before anything is uploaded: a model that cannot fit is refused here, saying what would.
   const EnginePlan plan =

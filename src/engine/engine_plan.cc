@@ -117,7 +117,10 @@ std::string refusal(const EngineConfig& config, const ModelDesc& desc, const Wei
       break;
     }
   }
-  if (options.empty()) options = str("\n  - nothing: the weights alone take ", format_gib(p.memory.weights));
+  if (options.empty())
+    options = str("\n  - nothing: before any KV block, the weights take ", format_gib(p.memory.weights),
+                  ", the workspace ", format_gib(p.memory.workspace), ", the image pool ",
+                  format_gib(p.memory.vision_pool), " and the runtime reserve ", format_gib(p.memory.reserve));
   return out + options;
 }
 

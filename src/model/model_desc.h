@@ -28,6 +28,7 @@
 
 #include "core/tensor.h"
 #include "model/quantization.h"
+#include "model/weight_ref.h"
 
 namespace fovea {
 
@@ -109,14 +110,18 @@ struct ModelDesc {
   W4Loading w4;
 };
 
+// The canonical weights of a checkpoint, described and not yet read: each is a WeightRef (model/weight_ref.h)
+// that makes its host tensor when loaded, so the whole model is mapped and checked against its config before any
+// weight is read, and is then read one tensor at a time.
 struct ModelWeights {
-  std::map<std::string, Tensor> tensors;  // canonical name -> host tensor
-  std::vector<std::shared_ptr<void>> keep_alive;  // mmaps the tensors point into
-  const Tensor& get(const std::string& name) const;  // throws naming the missing tensor
+  std::map<std::string, WeightRef> tensors;       // canonical name -> weight
+  std::vector<std::shared_ptr<void>> keep_alive;  // mmaps the tensors point into (the refs hold them too)
+  const WeightRef& ref(const std::string& name) const;  // throws naming the missing tensor
+  Tensor get(const std::string& name) const { return ref(name).load(); }  // reads it now
   bool has(const std::string& name) const { return tensors.count(name) != 0; }
-  Shape shape_of(const std::string& name) const { return get(name).shape; }
+  Shape shape_of(const std::string& name) const { return ref(name).shape; }
   // The same for two names stored once (a tied lm_head and the embedding).
-  const void* storage_key(const std::string& name) const { return get(name).data; }
+  const void* storage_key(const std::string& name) const { return ref(name).key(); }
 };
 
 struct LoadedModel {
@@ -124,9 +129,11 @@ struct LoadedModel {
   ModelWeights weights;
 };
 
-// Reads config.json and the safetensors (single file or sharded with model.safetensors.index.json) of `dir`.
-// Every bad input (truncated file, overlapping or out-of-range offsets, unknown dtype, missing tensor, wrong
-// shape, unknown architecture) throws fovea::Error naming the file and the tensor.
+// Reads config.json and maps the safetensors (single file or sharded with model.safetensors.index.json) of `dir`,
+// describing every canonical weight from the headers; no weight data is read until a ref is loaded. Every bad
+// input (truncated file, overlapping or out-of-range offsets, unknown dtype, missing tensor, wrong shape, unknown
+// architecture, a packing that does not fit) throws fovea::Error naming the file and the tensor; damaged values
+// (NaN, infinity) are found when the tensor is read (model/weight_check.h).
 struct LoadOptions {
   // The LLM's packed 4-bit linears (qkv, o, gate_up, down) stay packed, repacked into linear_w4's layout
   // (model/w4_repack.h) as "llm.L.<linear>.w4.codes" / ".w4.params" (/ ".w4.perm") instead of "...weight"; a

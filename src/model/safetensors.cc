@@ -145,13 +145,28 @@ Tensor SafetensorsFile::tensor(const std::string& name) const {
   const char* p = data_ + e.begin;
   if (reinterpret_cast<uintptr_t>(p) % dtype_size(e.dtype) == 0) {
     t.data = const_cast<char*>(p);  // read-only mapping: kernels only read weights
-    t.owner = mapping_;
+    // When the last copy of this view goes, its whole pages leave the process's resident memory (the loader
+    // reads each weight once, so a 150 GB checkpoint does not stay resident while it streams to the GPU). The
+    // mapping is private and never written: a later read of the range faults the file's bytes back in.
+    const uintptr_t page = uintptr_t(::sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + (e.end - e.begin)) / page * page;
+    auto mapping = mapping_;
+    t.owner = std::shared_ptr<void>(mapping.get(), [mapping, begin, end](void*) {
+      if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    });
     return t;
   }
   // Writers pad the header to 8 bytes; a file that does not gets its misaligned tensors copied.
   Tensor copy = Tensor::host(e.dtype, e.shape);
   std::memcpy(copy.data, p, e.end - e.begin);
   return copy;
+}
+
+std::pair<DType, Shape> SafetensorsFile::info(const std::string& name) const {
+  const auto it = entries_.find(name);
+  FOVEA_CHECK(it != entries_.end(), path_, ": no tensor ", name);
+  return {it->second.dtype, it->second.shape};
 }
 
 SafetensorsSet::SafetensorsSet(const std::string& dir) : dir_(dir) {
@@ -279,6 +294,43 @@ Tensor SafetensorsSet::get(const std::string& name, const Shape& expected) const
   FOVEA_CHECK(t.shape == expected, file_of(name), ": tensor ", name, " has shape ", shape_str(t.shape),
               ", the config needs ", shape_str(expected));
   return t;
+}
+
+WeightRef SafetensorsSet::ref(const std::string& name) const {
+  std::shared_ptr<const SafetensorsSet> self;
+  try {
+    self = shared_from_this();
+  } catch (const std::bad_weak_ptr&) {
+    FOVEA_FAIL("SafetensorsSet::ref needs the set owned by a std::shared_ptr");
+  }
+  const auto it = owner_.find(name);
+  if (it != owner_.end()) {
+    std::shared_ptr<const SafetensorsFile> file = files_[it->second];
+    const auto [dtype, shape] = file->info(name);
+    if (dtype == DType::F8E4M3 && quantization_.fp8_weights && owner_.count(name + "_scale") != 0) {
+      const int64_t rows = shape.size() == 2 ? shape[0] : 1;
+      const auto [scale_dtype, scale_shape] = files_[owner_.at(name + "_scale")]->info(name + "_scale");
+      int64_t scales = 1;
+      for (int64_t d : scale_shape) scales *= d;
+      FOVEA_CHECK(scales == rows || scales == 1, file_of(name), ": ", name, "_scale has ", shape_str(scale_shape),
+                  " for a ", shape_str(shape), " weight (want [out, 1] or one scale)");
+      return WeightRef(DType::BF16, shape, [self, name] { return self->get(name); });
+    }
+    return WeightRef(dtype, shape, [file, name] { return file->tensor(name); });
+  }
+  const std::string prefix = packed_prefix(name);
+  FOVEA_CHECK(!prefix.empty(), describe(), ": missing tensor ", name);
+  // The packed parts are views of the mappings: their shapes are checked now, their data read at load.
+  const w4::PackedDims d =
+      w4::packed_dims(packed(name), quantization_, str(file_of(prefix + ".qweight"), ": ", prefix));
+  return WeightRef(DType::BF16, {d.out, d.in}, [self, prefix] { return self->dequantized(prefix); });
+}
+
+WeightRef SafetensorsSet::ref(const std::string& name, const Shape& expected) const {
+  WeightRef r = ref(name);
+  FOVEA_CHECK(r.shape == expected, file_of(name), ": tensor ", name, " has shape ", shape_str(r.shape),
+              ", the config needs ", shape_str(expected));
+  return r;
 }
 
 std::string SafetensorsSet::file_of(const std::string& name) const {

@@ -11,6 +11,7 @@
 #include "core/tensor.h"
 #include "model/quantization.h"
 #include "model/w4_dequant.h"
+#include "model/weight_ref.h"
 
 namespace fovea {
 
@@ -24,6 +25,8 @@ class SafetensorsFile {
   std::vector<std::string> names() const;
   // A host tensor pointing into the mapping (copied only if the data is misaligned for its dtype).
   Tensor tensor(const std::string& name) const;
+  // Its dtype and shape, from the header (nothing read).
+  std::pair<DType, Shape> info(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
@@ -48,7 +51,7 @@ class SafetensorsFile {
 // [out, in] tensor (model/w4_dequant.h), so the weight maps read packed and plain checkpoints alike; packed()
 // hands the packed tensors through instead (the W4A16 path, model/w4_repack.h). With an FP8 compressed-tensors
 // config, an E4M3 X.weight that has X.weight_scale reads as its bf16 dequantization.
-class SafetensorsSet {
+class SafetensorsSet : public std::enable_shared_from_this<SafetensorsSet> {
  public:
   explicit SafetensorsSet(const std::string& dir);
 
@@ -58,6 +61,11 @@ class SafetensorsSet {
   Tensor get(const std::string& name) const;
   // get() plus a shape check whose error names the file and the tensor.
   Tensor get(const std::string& name, const Shape& expected) const;
+  // What get() returns, described from the headers now (dtype, shape, and for a packed 4-bit or FP8 weight its
+  // packing checked) and read only when the ref is loaded. The set must be owned by a std::shared_ptr: the refs
+  // keep it, and its mappings, alive.
+  WeightRef ref(const std::string& name) const;
+  WeightRef ref(const std::string& name, const Shape& expected) const;
   // The file holding the tensor, for a packed X.weight the one holding X.qweight ("" when absent).
   std::string file_of(const std::string& name) const;
   std::vector<std::string> names() const;

@@ -76,25 +76,37 @@ struct PackedReader {
 
 }  // namespace
 
-bool repack_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where,
-               W4HostLinear* out, std::string* why_not) {
+bool plan_repack_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where,
+                    W4RepackPlan* plan, std::string* why_not) {
   const w4::PackedDims d = w4::packed_dims(packed, q, where);
+  plan->dims = d;
   if (d.in % d.group != 0) {
     *why_not = str(d.in, " input rows are not a multiple of the group size ", d.group);
     return false;
   }
-  std::vector<int32_t> order;
-  if (!column_order(w4::input_groups(packed, d, where), d.group, &order)) {
+  if (!column_order(w4::input_groups(packed, d, where), d.group, &plan->order)) {
     *why_not = "its g_idx groups are not all group_size rows long";
     return false;
   }
-  std::vector<ScaleBits> scales(size_t(d.groups * d.out));
+  if (packed.scales.dtype == DType::F16 || packed.scales.dtype == DType::BF16) return true;
+  ScaleBits bits;
   for (int64_t i = 0; i < d.groups * d.out; ++i) {
-    if (!scale_bits_of(packed.scales, i, &scales[size_t(i)])) {
+    if (!scale_bits_of(packed.scales, i, &bits)) {
       *why_not = "its float32 scales are not 16-bit values";
       return false;
     }
   }
+  return true;
+}
+
+bool repack_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where,
+               W4HostLinear* out, std::string* why_not) {
+  W4RepackPlan plan;
+  if (!plan_repack_w4(packed, q, where, &plan, why_not)) return false;
+  const w4::PackedDims& d = plan.dims;
+  const std::vector<int32_t>& order = plan.order;
+  std::vector<ScaleBits> scales(size_t(d.groups * d.out));
+  for (int64_t i = 0; i < d.groups * d.out; ++i) scale_bits_of(packed.scales, i, &scales[size_t(i)]);
   const PackedReader reader{packed.qweight.ptr<const uint32_t>(), packed.qzeros.ptr<const uint32_t>(), d.out,
                             q.method == WeightQuantMethod::Awq, q.zeros_minus_one ? w4::kV1ZeroOffset : 0u};
   std::vector<int64_t> stored_of(size_t(d.in));  // stored column of each input row

@@ -7,6 +7,7 @@
 // contiguous in the stored order; `perm` says which input column each stored column is.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/w4_dequant.h"
@@ -25,6 +26,16 @@ struct W4HostLinear {
 // scales that are not 16-bit values, act-order groups of unequal sizes, input rows not a multiple of the group.
 bool repack_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where,
                W4HostLinear* out, std::string* why_not);
+
+// What repack_w4 decides before reading any code: the dims, the stored column order (empty: the input order) and
+// whether the linear can stay packed (false and *why_not as repack_w4 says them). Reads only the shapes, the scales
+// and g_idx, so a loader can decide for every linear before reading the weights.
+struct W4RepackPlan {
+  w4::PackedDims dims;
+  std::vector<int32_t> order;
+};
+bool plan_repack_w4(const PackedW4Linear& packed, const CheckpointQuantization& q, const std::string& where,
+                    W4RepackPlan* plan, std::string* why_not);
 
 // The inverse of a [K] I32 permutation, as linear_w4 wants it beside perm.
 Tensor inverse_permutation(const Tensor& perm);

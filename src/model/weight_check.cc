@@ -56,7 +56,7 @@ void check_tensor_finite(const std::string& name, const Tensor& tensor, const st
 }
 
 void check_weights_finite(const ModelWeights& weights, const std::string& model_dir) {
-  for (const auto& [name, t] : weights.tensors) check_tensor_finite(name, t, model_dir);
+  for (const auto& [name, ref] : weights.tensors) check_tensor_finite(name, ref.load(), model_dir);
 }
 
 }  // namespace fovea

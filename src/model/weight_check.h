@@ -5,8 +5,9 @@
 
 namespace fovea {
 
-// Scans every element of every F32/F16/BF16/F8E4M3 tensor (a full check, not a sample: it is one read of the
-// weights at memory speed, spread over the global thread pool). Throws naming the first bad tensor found.
+// Scans every element of every F32/F16/BF16/F8E4M3 tensor (a full check, not a sample), reading the weights one at a
+// time. Throws naming the first bad tensor found. The runner checks each weight as it reads it for the upload
+// (runtime/checkpoint_source.cc) instead.
 void check_weights_finite(const ModelWeights& weights, const std::string& model_dir);
 
 // The same for one tensor (split over the global thread pool when large); throws naming `name`.

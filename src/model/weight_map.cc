@@ -11,26 +11,7 @@ std::string pick_name(const SafetensorsSet& set, std::initializer_list<std::stri
 }
 
 Tensor concat_rows(const std::vector<Tensor>& parts, const std::string& what) {
-  FOVEA_CHECK(!parts.empty(), what, ": nothing to concatenate");
-  const Tensor& first = parts[0];
-  Shape shape = first.shape;
-  int64_t rows = 0;
-  for (const auto& p : parts) {
-    FOVEA_CHECK(p.dtype == first.dtype, what, ": parts have dtypes ", dtype_name(first.dtype), " and ",
-                dtype_name(p.dtype));
-    FOVEA_CHECK(p.rank() == first.rank() && p.rank() >= 1 &&
-                    std::equal(p.shape.begin() + 1, p.shape.end(), first.shape.begin() + 1),
-                what, ": parts have shapes ", shape_str(first.shape), " and ", shape_str(p.shape));
-    rows += p.shape[0];
-  }
-  shape[0] = rows;
-  Tensor out = Tensor::host(first.dtype, shape);
-  char* dst = out.ptr<char>();
-  for (const auto& p : parts) {
-    std::memcpy(dst, p.data, p.nbytes());
-    dst += p.nbytes();
-  }
-  return out;
+  return stack_rows(std::vector<WeightRef>(parts.begin(), parts.end()), what).load();
 }
 
 Tensor regroup_internlm2_wqkv(const Tensor& wqkv, const LlmConfig& llm) {

@@ -8,7 +8,7 @@
 namespace fovea {
 namespace {
 
-void put(ModelWeights* out, const std::string& name, Tensor t) { out->tensors[name] = std::move(t); }
+void put(ModelWeights* out, const std::string& name, WeightRef t) { out->tensors[name] = std::move(t); }
 
 std::string llm_prefix(const SafetensorsSet& set) {
   for (const char* p : {"language_model.model.", "model.language_model.", "language_model."}) {
@@ -23,11 +23,11 @@ void map_internlm2_layer(const SafetensorsSet& set, ModelDesc* desc, const std::
   const LlmConfig& l = desc->llm;
   const int64_t h = l.hidden, d = l.head_dim, f = l.ffn;
   const int64_t qkv_rows = int64_t(l.heads + 2 * l.kv_heads) * d;
-  const RowRegroup regroup = [&l](const Tensor& t) { return regroup_internlm2_wqkv(t, l); };
+  const RowRegroup regroup = [l](const Tensor& t) { return regroup_internlm2_wqkv(t, l); };  // runs at load: a copy
   put_linear(set, {{base + "attention.wqkv.weight", {qkv_rows, h}}}, regroup, desc, out, dst + "qkv");
   put_linear(set, {{base + "attention.wo.weight", {h, l.heads * d}}}, {}, desc, out, dst + "o");
-  put(out, dst + "attn_norm", set.get(base + "attention_norm.weight", {h}));
-  put(out, dst + "ffn_norm", set.get(base + "ffn_norm.weight", {h}));
+  put(out, dst + "attn_norm", set.ref(base + "attention_norm.weight", {h}));
+  put(out, dst + "ffn_norm", set.ref(base + "ffn_norm.weight", {h}));
   put_linear(set, {{base + "feed_forward.w1.weight", {f, h}}, {base + "feed_forward.w3.weight", {f, h}}}, {}, desc,
              out, dst + "gate_up");
   put_linear(set, {{base + "feed_forward.w2.weight", {h, f}}}, {}, desc, out, dst + "down");
@@ -43,17 +43,17 @@ void map_llama_layer(const SafetensorsSet& set, ModelDesc* desc, const std::stri
              {}, desc, out, dst + "qkv");
   if (l.qkv_bias) {
     put(out, dst + "qkv.bias",
-        concat_rows({set.get(attn + "q_proj.bias", {q}), set.get(attn + "k_proj.bias", {kv}),
-                     set.get(attn + "v_proj.bias", {kv})},
-                    attn + "{q,k,v}_proj.bias"));
+        stack_rows({set.ref(attn + "q_proj.bias", {q}), set.ref(attn + "k_proj.bias", {kv}),
+                    set.ref(attn + "v_proj.bias", {kv})},
+                   attn + "{q,k,v}_proj.bias"));
   }
   if (l.qk_norm) {
-    put(out, dst + "q_norm", set.get(attn + "q_norm.weight", {d}));
-    put(out, dst + "k_norm", set.get(attn + "k_norm.weight", {d}));
+    put(out, dst + "q_norm", set.ref(attn + "q_norm.weight", {d}));
+    put(out, dst + "k_norm", set.ref(attn + "k_norm.weight", {d}));
   }
   put_linear(set, {{attn + "o_proj.weight", {h, q}}}, {}, desc, out, dst + "o");
-  put(out, dst + "attn_norm", set.get(base + "input_layernorm.weight", {h}));
-  put(out, dst + "ffn_norm", set.get(base + "post_attention_layernorm.weight", {h}));
+  put(out, dst + "attn_norm", set.ref(base + "input_layernorm.weight", {h}));
+  put(out, dst + "ffn_norm", set.ref(base + "post_attention_layernorm.weight", {h}));
   put_linear(set, {{base + "mlp.gate_proj.weight", {f, h}}, {base + "mlp.up_proj.weight", {f, h}}}, {}, desc, out,
              dst + "gate_up");
   put_linear(set, {{base + "mlp.down_proj.weight", {h, f}}}, {}, desc, out, dst + "down");
@@ -66,7 +66,7 @@ void map_llm_weights(const SafetensorsSet& set, ModelDesc* desc, ModelWeights* o
   const bool internlm2 = l.arch == LlmArch::InternLM2;
   const std::string prefix = llm_prefix(set);
   const Shape table{l.vocab, l.hidden};
-  put(out, "llm.embed", set.get(prefix + (internlm2 ? "tok_embeddings.weight" : "embed_tokens.weight"), table));
+  put(out, "llm.embed", set.ref(prefix + (internlm2 ? "tok_embeddings.weight" : "embed_tokens.weight"), table));
   for (int layer = 0; layer < l.layers; ++layer) {
     const std::string base = prefix + "layers." + std::to_string(layer) + ".";
     const std::string dst = "llm." + std::to_string(layer) + ".";
@@ -76,11 +76,11 @@ void map_llm_weights(const SafetensorsSet& set, ModelDesc* desc, ModelWeights* o
       map_llama_layer(set, desc, base, out, dst);
     }
   }
-  put(out, "llm.norm", set.get(prefix + "norm.weight", {l.hidden}));
+  put(out, "llm.norm", set.ref(prefix + "norm.weight", {l.hidden}));
   const std::string head =
       internlm2 ? "language_model.output.weight" : pick_name(set, {"language_model.lm_head.weight", "lm_head.weight"});
   if (set.has(head)) {
-    put(out, "llm.lm_head", set.get(head, table));
+    put(out, "llm.lm_head", set.ref(head, table));
   } else {
     FOVEA_CHECK(l.tie_embeddings, set.describe(), ": missing tensor ", head,
                 " (and the config does not tie the embeddings)");

@@ -13,12 +13,15 @@ namespace fovea {
 
 struct ConfigWeights {
   // The LLM's qkv, o, gate_up and down projections held 4-bit (W4A16), as from a kept-packed AWQ / GPTQ checkpoint; a
-  // projection whose input width the group does not divide stays dense.
+  // projection whose input width the group (or 32) does not divide stays dense.
   bool w4 = false;
   int64_t w4_group = 128;  // input columns per scale group; <= 0: one group over the whole input
   uint64_t seed = 0;       // random values: the same seed gives the same bits on every backend
 };
 
 std::unique_ptr<WeightSource> make_config_source(const ModelDesc& desc, const ConfigWeights& options);
+// The same with deterministic random values written on the device (Backend::fill_random): nothing is read and
+// nothing passes through host memory. Their scales: dummy_weights.cc.
+std::unique_ptr<WeightSource> make_dummy_source(const ModelDesc& desc, const ConfigWeights& options);
 
 }  // namespace fovea

@@ -33,6 +33,7 @@ class SizingBackend final : public CpuBackend {
   Tensor download(const Tensor& src) override;
   void copy(Tensor&, const Tensor&) override {}
   void fill_zero(Tensor&) override {}
+  void fill_random(Tensor&, const RandomFill&) override {}
   void synchronize() override {}
   size_t memory_in_use() const override { return bytes_; }
   size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override {

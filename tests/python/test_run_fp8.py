@@ -107,7 +107,8 @@ def test_batch_invariant_switch_changes_nothing_on_the_cpu(demo_model, tmp_path)
 def test_unknown_quantization_is_refused(demo_model, tmp_path):
     proc, _ = run(demo_model, tmp_path, "bad", "int3")
     assert proc.returncode != 0
-    assert "unknown quantization 'int3' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-channel-act128, fp8-all)" in proc.stderr
+    assert ("unknown quantization 'int3' (none, fp8, fp8-tensor, fp8-channel, fp8-block, fp8-channel-act128, fp8-all, "
+            "w4a16)") in proc.stderr
 
 
 def test_bench_reports_fp8_and_measures_its_peak_in_fp8(demo_model, tmp_path):

@@ -34,6 +34,9 @@ class RecordingBackend final : public Backend {
   void fill_zero(Tensor& t) override {
     op([=, this]() mutable { in_->fill_zero(t); });
   }
+  void fill_random(Tensor& t, const RandomFill& fill) override {
+    op([=, this]() mutable { in_->fill_random(t, fill); });
+  }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation a) override {
     op([=, this]() mutable { in_->linear(x, w, b, y, a); });

@@ -25,6 +25,7 @@ class CpuBackend : public Backend {
   Tensor download(const Tensor& src) override;
   void copy(Tensor& dst, const Tensor& src) override;
   void fill_zero(Tensor& t) override;
+  void fill_random(Tensor& t, const RandomFill& fill) override;
   void synchronize() override {}
   size_t memory_in_use() const override { return bytes_in_use_->load(); }
 

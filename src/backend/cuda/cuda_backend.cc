@@ -166,6 +166,22 @@ void CudaBackend::fill_zero(Tensor& t) {
   FOVEA_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
 }
 
+void CudaBackend::fill_random(Tensor& t, const RandomFill& fill) {
+  check_on_device(t, "fill_random");
+  int kind = 0;
+  switch (t.dtype) {
+    case DType::F32: kind = kRandomF32; break;
+    case DType::BF16: kind = kRandomBF16; break;
+    case DType::F16: kind = kRandomF16; break;
+    case DType::F8E4M3: kind = kRandomE4M3; break;
+    case DType::I32: kind = kRandomI32; break;
+    case DType::U8: kind = kRandomU8; break;
+    default: FOVEA_FAIL("fill_random: ", dtype_name(t.dtype), " is not supported");
+  }
+  OpScope scope(profiler_.get(), OpCategory::Other, [&] { return "fill_random " + shape_str(t.shape); });
+  launch_fill_random(t.data, t.numel(), kind, fill, stream_);
+}
+
 void CudaBackend::synchronize() {
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   int flag = 0;

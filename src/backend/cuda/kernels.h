@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backend/random_fill.h"
+
 namespace fovea::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -69,6 +71,10 @@ void launch_log_softmax_gather(const void* logits, bool logits_f32, int rows, in
 // stats: kFp8StatsFloats floats; [0] = max|x|, [kFp8ScaleSlot] = the scale, 16 bytes in (cuBLASLt reads it).
 constexpr int kFp8ScaleSlot = 4, kFp8StatsFloats = 8;
 void launch_quantize_fp8(const bf16* x, int64_t n, uint8_t* xq, float* stats, cudaStream_t stream);
+
+// ---- random fill (kernels_random.cu) ----
+enum RandomKind : int { kRandomF32, kRandomBF16, kRandomF16, kRandomE4M3, kRandomI32, kRandomU8 };
+void launch_fill_random(void* data, int64_t n, int kind, const RandomFill& fill, cudaStream_t stream);
 
 // ---- attention (attention.cu) ----
 struct DenseAttentionArgs {
