@@ -32,7 +32,7 @@ def test_bench_with_dummy_weights(config_only, tmp_path):
     assert "QPM" in r.stdout
     r = subprocess.run([FOVEA_BIN, "bench", "--model", str(config_only), "--images", str(images), "--backend", "cpu",
                         "--load-format", "zeros"], capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert r.returncode != 0 and "unknown load format 'zeros'" in r.stderr
+    assert r.returncode != 0 and "--load-format must be one of auto|dummy, got 'zeros'" in r.stderr
 
 
 def test_python_engine_with_dummy_weights(config_only):
