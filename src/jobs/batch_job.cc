@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/local_file.h"
 #include "jobs/logits_dump.h"
 #include "core/rate_window.h"
 #include "fetch/prefetch.h"
@@ -22,30 +22,15 @@ double now_seconds() {
 }
 
 bool read_image_file(const std::string& path, int64_t max_bytes, std::string* bytes, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open image file " + path;
+  try {
+    LocalFileLimits limits;
+    limits.max_bytes = max_bytes;
+    *bytes = read_local_file(path, limits, "image file");
+    return true;
+  } catch (const LocalFileError& e) {
+    *error = e.what();
     return false;
   }
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (size < 0 || size > max_bytes) {
-    *error = size < 0 ? "cannot read image file " + path
-                      : str("image file ", path, " is larger than the limit of ", max_bytes, " bytes");
-    return false;
-  }
-  in.seekg(0);
-  bytes->assign(size_t(size), '\0');
-  in.read(bytes->data(), size);
-  if (!in) {
-    *error = "cannot read image file " + path;
-    return false;
-  }
-  if (size == 0) {
-    *error = "image file " + path + " is empty";
-    return false;
-  }
-  return true;
 }
 
 BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
