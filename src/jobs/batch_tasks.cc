@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "fetch/fetch.h"
 #include "requests/json_fields.h"
+#include "requests/json_limits.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -84,8 +85,12 @@ std::vector<std::string> split_list(const std::string& text) {
 bool parse_task_line(const std::string& line, const TaskDefaults& defaults, const std::string& base_dir,
                      BatchTask* task, std::string* why) {
   nlohmann::json j;
+  // The limits of a request body (openai::ParseOptions): a task is flat, and a deep nest in it is dropped while
+  // parsing instead of being built (the task then fails with its own record).
+  const JsonLimits limits;
+  JsonOverLimit over = JsonOverLimit::None;
   try {
-    j = nlohmann::json::parse(line);
+    j = parse_json_within(line, limits, &over);
   } catch (const std::exception&) {
     *why = "not valid JSON";
     return false;
@@ -141,6 +146,7 @@ bool parse_task_line(const std::string& line, const TaskDefaults& defaults, cons
       else task->problem = "\"answers\" must be an array of non-empty strings";
     }
   }
+  if (over != JsonOverLimit::None) task->problem = "the task's JSON " + json_limit_text(over, limits);
   if (task->prompt.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
   return true;
 }

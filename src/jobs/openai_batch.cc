@@ -13,6 +13,7 @@
 #include "jobs/request_pump.h"
 #include "media/media.h"
 #include "openai/protocol.h"
+#include "requests/json_limits.h"
 
 namespace fovea {
 namespace {
@@ -91,8 +92,13 @@ OpenAIBatchInput read_openai_batch(const std::string& path) {
     ++number;
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
     Json j;
+    // The body's own limits, one level down (the body sits inside the line): a deeper line is refused as its
+    // own record and never copied or dumped whole (a 100k-deep body overflowed the stack there).
+    const openai::ParseOptions body_limits;
+    const JsonLimits limits{body_limits.max_json_depth + 1, body_limits.max_json_elements * 2};
+    JsonOverLimit over = JsonOverLimit::None;
     try {
-      j = Json::parse(text);
+      j = parse_json_within(text, limits, &over);
     } catch (const std::exception&) {
       out.skipped_lines.push_back(str("line ", number, ": not JSON"));
       continue;
@@ -110,7 +116,10 @@ OpenAIBatchInput read_openai_batch(const std::string& path) {
     }
     line.method = j.value("method", Json("")).is_string() ? j.value("method", "") : "";
     line.url = j.value("url", Json("")).is_string() ? j.value("url", "") : "";
-    line.body = j.contains("body") ? j["body"].dump() : "";
+    if (over != JsonOverLimit::None)
+      line.problem = "the request JSON " + json_limit_text(over, {body_limits.max_json_depth, body_limits.max_json_elements});
+    else
+      line.body = j.contains("body") ? j["body"].dump() : "";
     out.lines.push_back(std::move(line));
   }
   return out;
@@ -167,7 +176,10 @@ BatchJobSummary run_openai_batch_job(InferenceService& service, const std::strin
     const OpenAIBatchInput::Line& line = *todo[i];
     Parsed& p = parsed[i];
     openai::ChatRequest chat;
-    if (line.url != "/v1/chat/completions") {
+    if (!line.problem.empty()) {
+      p.error.status = 400;
+      p.error.message = line.problem;
+    } else if (line.url != "/v1/chat/completions") {
       p.error.status = 400;
       p.error.message = "url '" + line.url + "' is not supported (only /v1/chat/completions)";
       p.error.param = "url";

@@ -23,6 +23,7 @@ struct OpenAIBatchInput {
     std::string method;
     std::string url;
     std::string body;      // the request body, serialised
+    std::string problem;   // non-empty: the line itself is refused (e.g. nests too deep); an error record
   };
   std::vector<Line> lines;
   std::vector<std::string> skipped_lines;  // not batch requests at all (no custom_id): reported, not run
