@@ -2,9 +2,10 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <map>
+#include <sstream>
 
+#include "core/local_file.h"
 #include "fetch/fetch.h"
 
 namespace fovea {
@@ -18,26 +19,18 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-// The `name` section of an AWS-style INI file ({} when the file or section is missing). Comments start with
-// '#' or ';'; nested (indented) sub-settings such as `s3 =` blocks are skipped.
+// The `name` section of an AWS-style INI file ({} when the file is missing); read by the one local-file reader,
+// so a FIFO or device named by AWS_SHARED_CREDENTIALS_FILE fails the fetch instead of hanging it.
 IniSection read_ini_section(const std::string& path, const std::string& name) {
-  IniSection out;
-  std::ifstream in(path);
-  std::string line;
-  bool inside = false;
-  while (std::getline(in, line)) {
-    const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
-    line = trim(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      inside = trim(line.substr(1, line.size() - 2)) == name;
-      continue;
-    }
-    const size_t eq = line.find('=');
-    if (!inside || indented || eq == std::string::npos) continue;
-    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  LocalFileLimits limits;
+  limits.max_bytes = 1 << 20;
+  limits.allow_empty = true;
+  try {
+    return parse_ini_section(read_local_file(path, limits, "AWS config file"), name);
+  } catch (const LocalFileError& e) {
+    if (e.reason() == LocalFileError::Reason::NotFound) return {};
+    throw FetchError(e.what(), false);
   }
-  return out;
 }
 
 std::string env_or(const EnvLookup& env, const char* name, const std::string& fallback = "") {
@@ -55,6 +48,27 @@ bool valid_bucket(const std::string& b) {
 }
 
 }  // namespace
+
+// Comments start with '#' or ';'; nested (indented) sub-settings such as `s3 =` blocks are skipped.
+std::map<std::string, std::string> parse_ini_section(const std::string& text, const std::string& name) {
+  IniSection out;
+  std::istringstream in(text);
+  std::string line;
+  bool inside = false;
+  while (std::getline(in, line)) {
+    const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      inside = trim(line.substr(1, line.size() - 2)) == name;
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (!inside || indented || eq == std::string::npos) continue;
+    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
+  }
+  return out;
+}
 
 S3Location parse_s3_url(const std::string& url) {
   if (url.size() < 5 || std::tolower(static_cast<unsigned char>(url[0])) != 's' || url[1] != '3' ||

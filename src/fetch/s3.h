@@ -9,6 +9,7 @@
 // is addressed path-style (ENDPOINT/BUCKET/KEY), which every S3-compatible store understands.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 
 namespace fovea {
@@ -33,6 +34,9 @@ S3Location parse_s3_url(const std::string& url);
 
 // Reads the environment (through `env`, ::getenv by default) and the AWS files it points to.
 S3Config resolve_s3_config(const std::string& endpoint_override, const EnvLookup& env = nullptr);
+
+// The `name` section ("default", "profile dev") of an AWS-style INI text: key -> value, trimmed.
+std::map<std::string, std::string> parse_ini_section(const std::string& text, const std::string& name);
 
 // The http(s) URL of the object.
 std::string s3_object_url(const S3Location& location, const S3Config& config);
