@@ -173,7 +173,7 @@ def main():
     p.add_argument("--out", default=os.environ.get("OUT", "out/family"))
     p.add_argument("--results-dir", default="bench/results", help="where the baseline's last recorded run is")
     p.add_argument("--budget", type=int, default=540)
-    p.add_argument("--gpu-memory", default="141GB", help="the memory the plans are made for")
+    p.add_argument("--gpu-memory", default="143771MiB", help="the memory the plans are made for (an H200)")
     p.add_argument("--only", default="", help="comma-separated model keys (default: all)")
     p.add_argument("--tiny", action="store_true")
     args = p.parse_args()

@@ -5,9 +5,9 @@
     python3 tools/family/family_table.py --check      # fails when a committed stand-in differs (CI, no torch)
     python3 tools/family/family_table.py --markdown --fovea build/fovea   # prints the README's family table
 With --fovea, --write also rewrites tests/data/family/family_table.md (the README's table) and --check also fails
-when it is stale. The "fits one H200" columns are the memory planner's (`fovea inspect --plan --gpu-memory 141GB`
-on each row's config at its real sizes: weights, the smallest KV pool, image pool, workspace and reserve), not
-estimates: a row the loader refuses has none.
+when it is stale. The "fits one H200" columns are the memory planner's (`fovea inspect --plan --gpu-memory
+143771MiB`, an H200's memory as nvidia-smi reports it, on each row's config at its real sizes: weights, the
+smallest KV pool, image pool, workspace and reserve), not estimates: a row the loader refuses has none.
 
 A stand-in keeps its checkpoint's config layout (the keys, `architectures` and `model_type` names InternVL's and
 transformers' config classes write for that LLM and vision tower) with tiny sizes, plus a tokenizer_config.json
@@ -259,7 +259,7 @@ def params_b(doc, row):
     return row["params_card_b"] if p is None else p / 1e9
 
 
-H200 = "141GB"  # as GPU memory is quoted: 141 GiB, the H200's 143,771 MiB
+H200 = "143771MiB"  # what nvidia-smi reports for an H200 ("141 GB" on its data sheet)
 PLAN_COLUMNS = ("bf16", "fp8", "4-bit")
 
 
