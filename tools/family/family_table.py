@@ -3,11 +3,13 @@
 
     python3 tools/family/family_table.py --write      # (re)writes tests/data/family/<model>/ stand-ins
     python3 tools/family/family_table.py --check      # fails when a committed stand-in differs (CI, no torch)
-    python3 tools/family/family_table.py --markdown --fovea build/fovea   # prints the README's family table
-With --fovea, --write also rewrites tests/data/family/family_table.md (the README's table) and --check also fails
-when it is stale. The "fits one H200" columns are the memory planner's (`fovea inspect --plan --gpu-memory
-143771MiB`, an H200's memory as nvidia-smi reports it, on each row's config at its real sizes: weights, the
-smallest KV pool, image pool, workspace and reserve), not estimates: a row the loader refuses has none.
+    python3 tools/family/family_table.py --markdown   # prints the README's family table
+    python3 tools/family/family_table.py --write --fovea build/fovea   # also rewrites tests/data/family/family_table.md
+The README's table is tests/data/family/family_table.md's "fits" column with every other column from family.json;
+--check fails when either is stale (with --fovea, the planner's column recomputed too). The "fits one H200"
+column is the memory planner's (`fovea inspect --plan --gpu-memory 143771MiB`, an H200's memory as nvidia-smi
+reports it, on each row's config at its real sizes: weights, the smallest KV pool, image pool, workspace and
+reserve), not an estimate: a row the loader refuses has none.
 
 A stand-in keeps its checkpoint's config layout (the keys, `architectures` and `model_type` names InternVL's and
 transformers' config classes write for that LLM and vision tower) with tiny sizes, plus a tokenizer_config.json
@@ -288,22 +290,36 @@ def plan_fits(doc, row, fovea):
     return fits
 
 
-def markdown(doc, fovea=None):
-    """The README table; with the fovea binary, the planner's "fits one H200" columns too."""
-    head = "| model | format | vision | LLM | params (B) |"
-    rule = "|---|---|---|---|---|"
-    if fovea:
-        head += " fits one H200: bf16 / FP8 / 4-bit |"
-        rule += "---|"
+def fits_cell(fits):
+    return " / ".join("yes" if fits[c] else "no" for c in PLAN_COLUMNS) if fits else "-"
+
+
+def committed_fits():
+    """{row name: "fits" cell} of the committed table (the planner's, written by --write --fovea)."""
+    if not os.path.exists(TABLE):
+        return None
+    cells = {}
+    with open(TABLE) as f:
+        for line in f:
+            parts = [p.strip() for p in line.strip().strip("|").split("|")]
+            if line.startswith("| Intern") and len(parts) == 7:
+                cells[parts[0]] = parts[5]
+    return cells
+
+
+def markdown(doc, fits=None):
+    """The README table; with `fits` ({row name: cell}), the planner's "fits one H200" column too."""
+    head, rule = "| model | format | vision | LLM | params (B) |", "|---|---|---|---|---|"
+    if fits is not None:
+        head, rule = head + " fits one H200: bf16 / FP8 / 4-bit |", rule + "---|"
     lines = [head + " status in Fovea |", rule + "---|"]
     for row in doc["models"]:
         status = ("supported, golden-tested" if row["status"] == "supported" else "refused: " + row["refusal"])
         line = f"| {row['name']} | {row['format']} | {row['vision']} | {row['llm']} | {params_b(doc, row):.1f} |"
-        if fovea:
-            fits = plan_fits(doc, row, fovea)
-            line += (" " + " / ".join("yes" if fits[c] else "no" for c in PLAN_COLUMNS) + " |") if fits else " - |"
+        if fits is not None:
+            line += f" {fits.get(row['name'], 'not planned (run --write --fovea)')} |"
         lines.append(line + f" {status} |")
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 TABLE = os.path.join(FAMILY, "family_table.md")
@@ -326,19 +342,24 @@ def main():
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument("--fovea", help="the fovea binary, for the planner's columns")
+    parser.add_argument("--fovea", help="the fovea binary: the planner's columns are computed, not read from "
+                                         "tests/data/family/family_table.md")
     args = parser.parse_args()
     if args.fovea and not os.access(args.fovea, os.X_OK):
         sys.exit(f"--fovea {args.fovea}: not an executable")
     doc = load_doc()
     files = stand_ins(doc)
-    table = markdown(doc, args.fovea) + "\n" if args.fovea and (args.write or args.check or args.markdown) else None
+    if args.fovea:
+        fits = {row["name"]: fits_cell(plan_fits(doc, row, args.fovea)) for row in doc["models"]}
+    else:
+        fits = committed_fits()
+    table = markdown(doc, fits)
     if args.write:
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(FAMILY, rel)), exist_ok=True)
             with open(os.path.join(FAMILY, rel), "w") as f:
                 f.write(text)
-        if table:
+        if args.fovea:
             with open(TABLE, "w") as f:
                 f.write(table)
     if args.check:
@@ -347,16 +368,17 @@ def main():
             path = os.path.join(FAMILY, rel)
             if not os.path.exists(path) or open(path).read() != text:
                 stale.append(rel)
-        if table and (not os.path.exists(TABLE) or open(TABLE).read() != table):
-            stale.append(os.path.relpath(TABLE, FAMILY))
+        # Without --fovea the committed planner column is kept and every other column checked against family.json.
+        if fits is not None and (not os.path.exists(TABLE) or open(TABLE).read() != table):
+            stale.append(os.path.relpath(TABLE, FAMILY) + " (run --write --fovea BIN)")
         if stale:
-            sys.exit(f"stale (run --write{' --fovea BIN' if table else ''}): {', '.join(stale)}")
+            sys.exit(f"stale (run --write): {', '.join(stale)}")
         for row in doc["models"]:  # the sizes must add up to the model card's total
             p = row_params(doc, row)
             if p is not None and abs(p / 1e9 - row["params_card_b"]) > 0.05 * row["params_card_b"]:
                 sys.exit(f"{row['name']}: sizes give {p / 1e9:.2f}B parameters, the card says {row['params_card_b']}B")
     if args.markdown:
-        print(table.rstrip("\n") if table else markdown(doc))
+        print(table, end="")
 
 
 if __name__ == "__main__":
