@@ -63,7 +63,29 @@ class Clock:
         return min(cap, int(left))
 
 
-def run_logged(cmd, limit, log_path, sampler=None):
+_running = []  # the process started by run_logged, while it runs
+
+
+def kill_group(proc):
+    """SIGTERM to the process group, SIGKILL if it lingers."""
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=wait)
+            return
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            continue
+
+
+def stop_on_signal(signum, _frame):
+    """family.sh's outer timeout (or the device) stopping this driver stops the fovea it started too: that runs in
+    its own session, which would otherwise keep the GPU after the call returned."""
+    for proc in _running:
+        kill_group(proc)
+    sys.exit(128 + signum)
+
+
+def run_logged(cmd, limit, log_path):
     """Runs cmd in its own process group with stdout+stderr to log_path; kills the whole group at `limit`.
     Returns (status, seconds)."""
     t0 = time.time()
@@ -75,18 +97,15 @@ def run_logged(cmd, limit, log_path, sampler=None):
         except OSError as e:
             log.write(f"cannot start: {e}\n".encode())
             return f"failed({e.__class__.__name__})", 0.0
+        _running.append(proc)
         try:
             rc = proc.wait(timeout=limit)
             status = "ok" if rc == 0 else f"failed({rc})"
         except subprocess.TimeoutExpired:
             status = "timeout"
-            for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-                try:
-                    os.killpg(proc.pid, sig)
-                    proc.wait(timeout=wait)
-                    break
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    continue
+            kill_group(proc)
+        finally:
+            _running.remove(proc)
     return status, time.time() - t0
 
 
@@ -182,6 +201,8 @@ def main():
     models = [m for m in MODELS if not args.only or m[0] in args.only.split(",")]
     if not models:
         common.die(f"--only {args.only}: no such model (keys: {', '.join(m[0] for m in MODELS)})")
+    signal.signal(signal.SIGTERM, stop_on_signal)
+    signal.signal(signal.SIGINT, stop_on_signal)
     run = Run(args)
     common.log(f"family: {len(models)} models, budget {args.budget} s, work {args.work}, out {args.out}")
     command = "bench/gpu/family.sh " + " ".join(shlex.quote(x) for x in sys.argv[1:])

@@ -43,3 +43,6 @@ def test_fits_columns_are_the_planners_and_the_committed_table_is_current():
     assert "| yes / yes / yes |" in lines["InternVL3-38B"]
     assert "| yes / yes / yes |" in lines["InternVL2-8B"]
     assert "| - | refused: Qwen3-MoE" in lines["InternVL3_5-241B-A28B"]  # the loader refuses it before any plan
+    fits = subprocess.run([sys.executable, SCRIPT, "--markdown", "--fits"], check=True, cwd=ROOT, capture_output=True,
+                          text=True, timeout=60).stdout
+    assert fits.splitlines()[2:] == [line for line in lines.values()]  # what the README's block can print

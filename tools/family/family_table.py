@@ -3,10 +3,11 @@
 
     python3 tools/family/family_table.py --write      # (re)writes tests/data/family/<model>/ stand-ins
     python3 tools/family/family_table.py --check      # fails when a committed stand-in differs (CI, no torch)
-    python3 tools/family/family_table.py --markdown   # prints the README's family table
+    python3 tools/family/family_table.py --markdown [--fits]   # prints the README's family table
     python3 tools/family/family_table.py --write --fovea build/fovea   # also rewrites tests/data/family/family_table.md
-The README's table is tests/data/family/family_table.md's "fits" column with every other column from family.json;
---check fails when either is stale (with --fovea, the planner's column recomputed too). The "fits one H200"
+--fits adds the "fits one H200: bf16 / FP8 / 4-bit" column, as committed in tests/data/family/family_table.md (the
+table with every other column from family.json); --check fails when that file is stale (with --fovea, the
+planner's column recomputed too). The "fits one H200"
 column is the memory planner's (`fovea inspect --plan --gpu-memory 143771MiB`, an H200's memory as nvidia-smi
 reports it, on each row's config at its real sizes: weights, the smallest KV pool, image pool, workspace and
 reserve), not an estimate: a row the loader refuses has none.
@@ -342,7 +343,8 @@ def main():
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument("--fovea", help="the fovea binary: the planner's columns are computed, not read from "
+    parser.add_argument("--fits", action="store_true", help="--markdown: with the planner's 'fits one H200' column")
+    parser.add_argument("--fovea", help="the fovea binary: the planner's column is computed, not read from "
                                          "tests/data/family/family_table.md")
     args = parser.parse_args()
     if args.fovea and not os.access(args.fovea, os.X_OK):
@@ -378,7 +380,7 @@ def main():
             if p is not None and abs(p / 1e9 - row["params_card_b"]) > 0.05 * row["params_card_b"]:
                 sys.exit(f"{row['name']}: sizes give {p / 1e9:.2f}B parameters, the card says {row['params_card_b']}B")
     if args.markdown:
-        print(table, end="")
+        print(table if args.fits or args.fovea else markdown(doc), end="")
 
 
 if __name__ == "__main__":
