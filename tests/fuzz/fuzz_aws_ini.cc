@@ -17,6 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (std::strcmp(name, "AWS_SHARED_CREDENTIALS_FILE") == 0 || std::strcmp(name, "AWS_CONFIG_FILE") == 0)
         return path.c_str();
       if (std::strcmp(name, "AWS_PROFILE") == 0) return "dev";
+      if (std::strcmp(name, "AWS_EC2_METADATA_DISABLED") == 0) return "true";  // no metadata service calls
       return nullptr;
     };
     const fovea::S3Config config = fovea::resolve_s3_config("", env);
