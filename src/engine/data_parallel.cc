@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/engine.h"
 
 namespace fovea {
 
@@ -95,6 +96,15 @@ void DataParallelService::mark_failed(size_t engine, const std::string& why) {
   std::fprintf(stderr, "fovea: engine %s taken out of rotation: %s\n", slot.label.c_str(), why.c_str());
 }
 
+// Undoes the bookkeeping of a submit that `engine` refused, and keeps the request away from it.
+void DataParallelService::forget_refused(int64_t id, size_t engine, int64_t work, std::vector<bool>& excluded) {
+  std::lock_guard lock(mutex_);
+  in_flight_.erase(id);
+  slots_[engine].queued_work -= work;
+  slots_[engine].in_flight--;
+  excluded[engine] = true;
+}
+
 int64_t DataParallelService::submit(Request request, RequestCallback callback) {
   Hash128 image_key;
   const bool has_image = !request.images.empty();
@@ -109,10 +119,10 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
       std::lock_guard lock(mutex_);
       const int chosen = choose_engine(has_image ? &image_key : nullptr, excluded);
       if (chosen < 0) {
-        if (!queue_full.empty()) throw Error(queue_full);
+        if (!queue_full.empty()) throw QueueFullError(queue_full);
         std::string last;
         for (const Slot& s : slots_) last = s.failure.empty() ? last : s.label + ": " + s.failure;
-        throw Error(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
+        throw EngineFailedError(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
       }
       engine = size_t(chosen);
       id = next_id_++;
@@ -133,21 +143,18 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
     int64_t engine_id = -1;
     try {
       engine_id = slots_[engine].service->submit(request, std::move(wrapped));
-    } catch (const std::exception& e) {
+    } catch (const QueueFullError& e) {
+      forget_refused(id, engine, work, excluded);
+      queue_full = e.what();
+      continue;
+    } catch (const EngineFailedError& e) {
+      forget_refused(id, engine, work, excluded);
       std::lock_guard lock(mutex_);
-      in_flight_.erase(id);
-      slots_[engine].queued_work -= work;
-      slots_[engine].in_flight--;
-      excluded[engine] = true;
-      if (is_queue_full_error(e)) {
-        queue_full = e.what();
-        continue;
-      }
-      if (is_engine_failure_error(e.what())) {
-        mark_failed(engine, e.what());
-        continue;
-      }
-      throw;  // the request's own fault: every engine would say the same
+      mark_failed(engine, e.what());
+      continue;
+    } catch (...) {
+      forget_refused(id, engine, work, excluded);
+      throw;  // the request's own fault, or a draining engine: every engine would say the same
     }
     bool cancel_now = false;
     {
