@@ -13,6 +13,7 @@
 
 #include "batch.h"
 #include "engine/service.h"
+#include "engine/stats_fields.h"
 #include "engine/stats_json.h"
 #include "model/model_desc.h"
 #include "media/media.h"
@@ -151,6 +152,14 @@ class EngineHandle {
   std::shared_ptr<InferenceService> service_;
 };
 
+// (name, kind, help) of every EngineStats field that Engine.stats() returns (engine/stats_fields.h).
+std::vector<std::tuple<std::string, std::string, std::string>> stats_fields() {
+  static const char* kKinds[] = {"counter", "gauge", "health", "label"};
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const StatField& field : engine_stats_fields()) out.emplace_back(field.name, kKinds[int(field.kind)], field.help);
+  return out;
+}
+
 }  // namespace
 }  // namespace fovea::py
 
@@ -219,6 +228,7 @@ NB_MODULE(_fovea, m) {
         nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
         nb::arg("max_image_bytes"), nb::arg("error"));
   m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
+  m.def("stats_fields", &stats_fields);
 
   nb::class_<Batch>(m, "Batch")
       .def("next", &Batch::next)

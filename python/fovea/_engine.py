@@ -98,7 +98,7 @@ class Engine:
     def stats(self) -> dict:
         """Engine counters: requests, tokens (prompt, computed, reused from the prefix cache), cache hits, queue
         depth, KV blocks, time per stage, health; behind a data-parallel dispatcher each engine's own under
-        "engines"."""
+        "engines". fovea._fovea.stats_fields() lists each key with its kind and meaning."""
         return json.loads(self._handle.stats_json())
 
     def close(self) -> None:

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/stats_fields.h"
 
 namespace fovea {
 
@@ -222,24 +223,7 @@ EngineStats DataParallelService::stats() const {
         if (s.failure.empty()) s.failure = slots_[i].failure;
       }
     }
-    total.requests_submitted += s.requests_submitted;
-    total.requests_finished += s.requests_finished;
-    total.requests_failed += s.requests_failed;
-    total.prompt_tokens += s.prompt_tokens;
-    total.completion_tokens += s.completion_tokens;
-    total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
-    total.prefill_tokens += s.prefill_tokens;
-    total.inflight_prefix_waits += s.inflight_prefix_waits;
-    total.inflight_prefix_hit_tokens += s.inflight_prefix_hit_tokens;
-    total.vision_cache_hits += s.vision_cache_hits;
-    total.vision_cache_misses += s.vision_cache_misses;
-    total.queue_depth += s.queue_depth;
-    total.running += s.running;
-    total.kv_blocks_total += s.kv_blocks_total;
-    total.kv_blocks_used += s.kv_blocks_used;
-    total.preprocess_ms += s.preprocess_ms;
-    total.vit_ms += s.vit_ms;
-    total.llm_ms += s.llm_ms;
+    add_stats(total, s);
     total.failed = total.failed && s.failed;
     total.engines.push_back(std::move(s));
   }
