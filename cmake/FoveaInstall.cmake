@@ -9,6 +9,9 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(TARGETS fovea RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT cli)
+# `fovea make-demo-model --llm smollm2` runs this converter; an installed fovea finds it in share/fovea/tools.
+install(FILES ${CMAKE_SOURCE_DIR}/tools/smollm2/smollm2_to_internvl.py
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/fovea/tools/smollm2 COMPONENT cli)
 
 # No shared library from the static GPU-machine build (Debian's static image libraries are not position-independent)
 # nor from the sanitizer/fuzzer trees (their runtimes link into executables only).
