@@ -18,7 +18,7 @@
 #include "model/model_desc.h"
 #include "media/media.h"
 #include "openai/protocol.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nb = nanobind;

@@ -18,7 +18,7 @@
 #include "jobs/bench_workload.h"
 #include "jobs/request_pump.h"
 #include "fovea/engine.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 
 namespace fovea {
 namespace {
