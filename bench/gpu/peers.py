@@ -16,7 +16,8 @@ Where the work differs from Fovea's (recorded in peers.json, "work"):
   prompt.json before the run).
 - Both tile with transformers' GotOcr2 processor (torch resize) instead of InternVL's Pillow tiling: the same
   tile grids, slightly different pixels, so first tokens can differ where the reference's margin is small.
-Driver: peers.py --engines lmdeploy,vllm --work WORK --out OUT --paths-json STASH.json [--vllm-eager] ...
+Driver: peers.py --engines lmdeploy,vllm [--precisions bf16,fp8] --work WORK --out OUT --paths-json STASH.json
+        [--vllm-eager] [--photos 200] [--k-photos 64] [--k16-photos 32] [--deadline EPOCH]
 Worker (one engine, one precision; run by the driver): peers.py --worker ENGINE --precision bf16|fp8 ...
 """
 import argparse
@@ -77,6 +78,7 @@ class VllmPeer:
         if precision == "fp8":
             self.settings["quantization"] = "fp8"
         self.llm = LLM(model=model, **self.settings)
+        self.settings["effective"] = vllm_effective_settings(self.llm)
         self.params = SamplingParams(temperature=0.0, max_tokens=1, detokenize=False)
         self.prompt = prompt
 
@@ -93,6 +95,22 @@ class VllmPeer:
         if hasattr(self.llm, "reset_mm_cache"):  # the processed images, or the next phase skips their tiling
             self.llm.reset_mm_cache()
         return "reset_prefix_cache + reset_mm_cache"
+
+
+def vllm_effective_settings(llm):
+    """What the engine resolved the defaults to (batching limits, prefix caching, compilation, CUDA graphs)."""
+    out = {}
+    try:
+        config = llm.llm_engine.vllm_config
+        out = {"enable_prefix_caching": config.cache_config.enable_prefix_caching,
+               "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
+               "max_num_seqs": config.scheduler_config.max_num_seqs,
+               "compilation_mode": str(getattr(config.compilation_config, "mode", None)),
+               "cudagraph_mode": str(getattr(config.compilation_config, "cudagraph_mode", None)),
+               "quantization": config.model_config.quantization}
+    except AttributeError as e:  # another vLLM layout: the requested settings stand alone
+        out = {"unread": str(e)}
+    return out
 
 
 def lmdeploy_chat_template(template):
@@ -128,6 +146,12 @@ class LmdeployPeer:
                              vision_config=VisionConfig(max_batch_size=8), log_level="WARNING")
         self.gen = GenerationConfig(max_new_tokens=1, do_sample=False, top_k=1)
         self.questions = questions
+        # LMDeploy turns prefix caching off by itself for this path (vl_async_engine.py: only TurboMind's native
+        # vision and the PyTorch "new preprocess" models keep it): record what it runs with.
+        config = self.pipe.backend_config
+        self.settings["effective"] = {k: getattr(config, k, None) for k in (
+            "enable_prefix_caching", "max_batch_size", "cache_max_entry_count", "max_prefill_token_num",
+            "eager_mode", "block_size", "model_format")}
 
     def generate(self, requests, images, question_ids):
         messages = [[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": images[path]}},
@@ -196,7 +220,7 @@ def run_worker(args):
     result["load_s"] = time.time() - t0
     common.write_json(result_path, result)
     common.log(f"{args.worker} {args.precision}: loaded in {result['load_s']:.1f} s; settings {engine.settings}")
-    # Warm-up on the last two tasks (photos no phase below asks about first), then the caches are emptied.
+    # Warm-up on the last two tasks; every phase below starts with the caches emptied (engine.reset()).
     warm = [(t["id"], t["image"], 0) for t in tasks[-2:]]
     engine.generate(warm, {p: Image.open(p).convert("RGB") for _, p, _ in warm}, question_ids)
     ref = common.read_json(os.path.join(args.work, "ref.json"), {}).get("records", {})
@@ -300,7 +324,7 @@ def drive(args):
             merged["runs"][f"{engine}/bf16"] = {"engine": engine, "status": "not unpacked yet",
                                                 "missing": stash.get("missing", {})}
             continue
-        for precision in ("bf16", "fp8"):
+        for precision in args.precisions:
             left = int(args.deadline - time.time()) - 15
             key = f"{engine}/{precision}"
             if left < 60:
@@ -342,6 +366,7 @@ def main(argv=None):
     p.add_argument("--out", default=os.environ.get("OUT", "out/peers"))
     p.add_argument("--paths-json", help="peers_stash.py unpack's answer (where each engine's files are)")
     p.add_argument("--deadline", type=float, help="epoch seconds by which everything must have ended")
+    p.add_argument("--precisions", default="bf16,fp8", help="bf16 (1/4/16 questions), fp8 (1 question)")
     p.add_argument("--vllm-eager", action="store_true", help="vLLM without CUDA graphs / torch.compile")
     p.add_argument("--photos", type=int, default=200, help="photos of the one-question phase")
     p.add_argument("--k-photos", type=int, default=64, help="photos of the 4-question phase")
@@ -353,6 +378,9 @@ def main(argv=None):
     if args.worker:
         return run_worker(args)
     args.engines = [e for e in args.engines.split(",") if e]
+    args.precisions = [x for x in args.precisions.split(",") if x]
+    if not args.precisions or set(args.precisions) - {"bf16", "fp8"}:
+        p.error("--precisions takes bf16, fp8 or bf16,fp8")
     unknown = [e for e in args.engines if e not in ENGINES]
     if unknown:
         p.error(f"unknown engine(s) {unknown}; known: {', '.join(ENGINES)}")

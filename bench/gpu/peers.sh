@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The peers in the instrument (issue 26), on the GPU machine, in the calls that follow bench/gpu/run_all.sh on the
 # same warm machine (its WORK holds the model, the photos' tasks, Fovea's prompt ids and the reference tokens):
-#   bench/gpu/peers.sh --stash .carry_peers/cN [--engines lmdeploy,vllm] [--vllm-eager] [--no-run]
-#                      [--budget 560] [--photos 200] [--k-photos 64] [--k16-photos 32]
+#   bench/gpu/peers.sh [--stash .carry_peers/cN] [--engines lmdeploy,vllm] [--precisions bf16,fp8]
+#                      [--vllm-eager] [--no-run] [--budget 560] [--photos 200] [--k-photos 64] [--k16-photos 32]
 # Copies the carry's parts into /tmp/peers/stash; every package set whose parts are then all there is joined,
 # checked against its sha256 and unpacked (bench/gpu/peers_stash.py). Then runs, each under the time left,
 # the engines named by --engines, or (without it) those this carry completed: LMDeploy after c1, vLLM after
-# the last carry (bench/gpu/peers.py: bf16 one, 4 and 16 questions per photo, then FP8). Results accumulate in
+# the last carry (bench/gpu/peers.py: bf16 one, 4 and 16 questions per photo, then FP8). Without --stash, the
+# engines unpacked by earlier calls (--engines required). Results accumulate in
 # WORK/peers.json and go to OUT/peers.json; `bench/gpu/report.py --work WORK --out-dir OUT` merges them into
-# the report's table (run_all.sh --peers does it in its report step).
+# the report's table (run_all.sh's report step when WORK/peers.json is there; this script at its end).
 # Env: OUT (the device sets it), WORK (default /tmp/fovea_bench), PEERS_ROOT (default /tmp/peers).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     --vllm-eager) peer_args+=(--vllm-eager); shift ;;
     --no-run) run=0; shift ;;
     --budget) budget=$2; shift 2 ;;
-    --photos|--k-photos|--k16-photos) peer_args+=("$1" "$2"); shift 2 ;;
+    --photos|--k-photos|--k16-photos|--precisions) peer_args+=("$1" "$2"); shift 2 ;;
     *) echo "peers.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -40,6 +41,7 @@ if [ -n "$stash" ]; then
   cat "$state"
 fi
 [ -f "$state" ] || { note "nothing unpacked yet: give --stash"; exit 2; }
+[ -n "$stash" ] || [ -n "$engines" ] || { note "without --stash, name the engines (--engines)"; exit 2; }
 if [ -z "$engines" ]; then  # the engines this carry completed
   engines=$(python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))
