@@ -208,6 +208,7 @@ def run_worker(args):
     model = os.path.join(args.work, "model")
     question_ids, after_equal = question_token_ids(model, prompt, questions, template)
     result["work"] = {"question_ids_equal_fovea_after": after_equal}
+    common.write_json(result_path, result)
     t0 = time.time()
     if args.worker == "vllm":
         engine = VllmPeer(model, args.precision, args.vllm_eager, prompt)
