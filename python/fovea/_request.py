@@ -108,9 +108,10 @@ class TokenLogprob:
 @dataclasses.dataclass
 class Result:
     """The outcome of one Request. `error` is None on success, else a message (e.g. the image could not be
-    decoded), and `error_kind` says whose fault: "invalid_request" (also any input rejected before the engine),
-    "invalid_image", "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the
-    device failed, here and on the engine it was retried on) or "internal". `index` is the request's position in
+    decoded), and `error_kind` says whose fault: "invalid_request" (a bad parameter, message or image type),
+    "invalid_image" (an image that cannot be read, fetched or decoded: a missing file too, as in every door),
+    "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the device failed,
+    here and on the engine it was retried on) or "internal". `index` is the request's position in
     the call's input. `answer_logprobs` maps each of the request's `answers` to its log-probability (-inf where it
     is not a single known token); `logprobs` is None unless the request asked for it.
 

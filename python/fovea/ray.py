@@ -21,8 +21,8 @@ from ._request import Request, Result
 from ._sampling import SAMPLING_FIELDS, UNLIMITED_TOKENS, SamplingParams
 
 # Output columns, in order (answer_logprobs / choice_logprobs / samples hold JSON text or None).
-OUTPUT_COLUMNS = ("answer", "answer_logprobs", "choice_logprobs", "samples", "finish_reason", "prompt_tokens",
-                  "completion_tokens", "error", "error_kind")
+OUTPUT_COLUMNS = ("answer", "answer_logprobs", "choice_logprobs", "token_logprobs", "samples", "finish_reason",
+                  "prompt_tokens", "completion_tokens", "error", "error_kind")
 
 
 class Predictor:
@@ -39,7 +39,9 @@ class Predictor:
 
     It adds "answer" (the text, None on error), "answer_logprobs" (JSON {answer: log-prob} when `answers` is
     given; not for rows with choices), "choice_logprobs" (JSON {choice: total log-prob} for rows with choices),
-    "samples" (JSON list of every sample's text for rows with n > 1), "finish_reason", "prompt_tokens",
+    "token_logprobs" (for rows whose sampling asks for "logprobs": N, JSON list per generated token of {"token",
+    "text", "logprob", "top": N alternatives as {"token", "text", "logprob"}}), "samples" (JSON list of every
+    sample's text for rows with n > 1), "finish_reason", "prompt_tokens",
     "completion_tokens", "error" (None or a message) and "error_kind" (None or Result.error_kind:
     "invalid_image", "engine_failed", ...). A bad row (corrupt image, bad sampling value) fails only itself. The
     image column is dropped from the output unless `keep_image`. Other keyword arguments go to fovea.Engine
@@ -135,6 +137,8 @@ class Predictor:
                                 for r in merged],
             "choice_logprobs": [_json_logprobs(r.choice_logprobs) if r.ok and r.choice_logprobs else None
                                 for r in merged],
+            "token_logprobs": [_json_token_logprobs(r.logprobs) if r.ok and r.logprobs is not None else None
+                               for r in merged],
             "samples": [json.dumps([o.text for o in r.outputs]) if r.ok and len(r.outputs) > 1 else None
                         for r in merged],
             "finish_reason": [r.finish_reason or None for r in merged],
@@ -211,6 +215,12 @@ def _row_image(value):
 
 def _json_logprobs(logprobs: Dict[str, float]) -> str:
     return json.dumps({k: (v if math.isfinite(v) else None) for k, v in logprobs.items()})
+
+
+def _json_token_logprobs(logprobs) -> str:
+    def entry(lp):
+        return {"token": lp.token, "text": lp.text, "logprob": lp.logprob}
+    return json.dumps([dict(entry(lp), top=[entry(t) for t in lp.top]) for lp in logprobs])
 
 
 def _objects(values):

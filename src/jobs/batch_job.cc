@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <memory>
 #include <unordered_map>
 
@@ -13,39 +13,13 @@
 #include "fetch/prefetch.h"
 #include "jobs/progress.h"
 #include "jobs/request_pump.h"
+#include "requests/request_images.h"
 
 namespace fovea {
 namespace {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-bool read_image_file(const std::string& path, int64_t max_bytes, std::string* bytes, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open image file " + path;
-    return false;
-  }
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (size < 0 || size > max_bytes) {
-    *error = size < 0 ? "cannot read image file " + path
-                      : str("image file ", path, " is larger than the limit of ", max_bytes, " bytes");
-    return false;
-  }
-  in.seekg(0);
-  bytes->assign(size_t(size), '\0');
-  in.read(bytes->data(), size);
-  if (!in) {
-    *error = "cannot read image file " + path;
-    return false;
-  }
-  if (size == 0) {
-    *error = "image file " + path + " is empty";
-    return false;
-  }
-  return true;
 }
 
 BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
@@ -67,6 +41,8 @@ BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
   }
   for (size_t c = 0; c < task.choices.size() && c < f.final.choice_logprobs.size(); ++c)
     r.choice_logprobs.emplace_back(task.choices[c], f.final.choice_logprobs[c]);
+  r.top_logprobs = task.logprobs;
+  if (task.logprobs >= 0) r.token_logprobs = f.logprobs;
   return r;
 }
 
@@ -118,6 +94,11 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
   fetch.max_bytes = options.max_image_bytes;
   Prefetcher prefetcher(std::move(urls), fetch, options.prefetch_window, options.fetch_parallel);
 
+  // Local files and data: URLs as every door reads them (requests/request_images.h): the tasks file is the
+  // user's own, so any path.
+  MediaOptions local_media;
+  local_media.allowed_media_dir = "/";
+  local_media.max_bytes = options.max_image_bytes;
   PumpCallbacks callbacks;
   callbacks.make_request = [&](size_t i, Request* request, std::string* error) {
     const BatchTask& task = *todo[i];
@@ -125,32 +106,27 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
       *error = task.problem;
       return false;
     }
-    ImageInput image;
-    image.label = task.image_path;
-    if (task.image_path.empty()) {
-      // a text-only task
-    } else if (is_fetch_url(task.image_path)) {
+    if (is_fetch_url(task.image_path)) {
       Prefetched fetched = prefetcher.take(i);
       if (fetched.error.empty() && fetched.bytes.empty())
         fetched.error = "empty image at " + redact_url(task.image_path);
-      if (!fetched.error.empty()) {
-        *error = fetched.error;
-        return false;
-      }
-      image.label = redact_url(task.image_path);
-      image.bytes = std::move(fetched.bytes);
-    } else if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) {
-      return false;
+      if (!fetched.error.empty()) throw RequestError(ErrorKind::InvalidImage, fetched.error);
+      request->images.push_back({std::move(fetched.bytes), redact_url(task.image_path)});
+    } else if (!task.image_path.empty()) {  // a path (relative ones resolved when read) or a data: URL
+      const bool data_url = task.image_path.rfind("data:", 0) == 0;
+      request->images.push_back(load_request_image(
+          data_url ? task.image_path : std::filesystem::absolute(task.image_path).string(), local_media));
     }
-    if (!task.image_path.empty()) request->images.push_back(std::move(image));
     request->prompt = task.prompt;
     request->system = task.system;
+    request->params = task.sampling;
     request->params.max_tokens = task.max_tokens;
     request->params.answers = task.answers;
     request->params.choices = task.choices;
+    request->params.top_logprobs = task.logprobs < 0 ? 0 : std::max(1, task.logprobs);
     request->params.return_first_logits = logits_dump != nullptr;
-    request->tiling = options.tiling;
-    request->max_tiles = options.max_tiles;
+    request->tiling = task.tiling.value_or(options.tiling);
+    request->max_tiles = task.max_tiles > 0 ? task.max_tiles : options.max_tiles;
     return true;
   };
   callbacks.on_finished = [&](std::vector<FinishedRequest>& finished) {
@@ -172,7 +148,6 @@ BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, c
     if (options.progress) progress.set_detail(engine_shares(service.stats()));
     if (options.progress) progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
   };
-  callbacks.engine_failure_retries = 1;  // once, on another engine (a failed engine leaves the rotation)
   pump_requests(service, todo.size(), options.concurrency, callbacks);
   summary.elapsed_s = now_seconds() - start;
   if (options.progress) progress.set_detail(engine_shares(service.stats()));

@@ -38,6 +38,7 @@ struct Parsed {
   openai::ApiError error;  // when !ok
   int top_logprobs = 0;
   bool logprobs = false;
+  std::vector<std::string> answers;  // for answer_logprobs (the request itself went to the engine)
 };
 
 // Ids derived from the custom_id, so a resumed job writes the same ones.
@@ -179,6 +180,7 @@ BatchJobSummary run_openai_batch_job(InferenceService& service, const std::strin
       p.ok = true;
       p.logprobs = chat.logprobs;
       p.top_logprobs = chat.top_logprobs;
+      p.answers = chat.request.params.answers;
       *request = std::move(chat.request);
       return true;
     }
@@ -199,8 +201,9 @@ BatchJobSummary run_openai_batch_job(InferenceService& service, const std::strin
       } else {
         const openai::Completion c{derived_id("chatcmpl-", line.custom_id, 2), int64_t(std::time(nullptr)), model};
         const Json logprobs = p.logprobs ? openai::logprob_content(f.logprobs, p.top_logprobs, token_text) : Json();
-        const Json body = openai::completion_json(c, f.text, openai::finish_reason_for(f.final.finish_reason),
-                                                  logprobs, f.final.prompt_tokens, f.final.completion_tokens);
+        Json body = openai::completion_json(c, f.text, openai::finish_reason_for(f.final.finish_reason), logprobs,
+                                            f.final.prompt_tokens, f.final.completion_tokens);
+        openai::add_scores(&body["choices"][0], p.answers, f.final);  // as the server's reply has them
         lines += dump_line(record(line, 200, body, nullptr));
         continue;
       }
@@ -215,7 +218,6 @@ BatchJobSummary run_openai_batch_job(InferenceService& service, const std::strin
     progress.set_detail(engine_shares(service.stats()));
     progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
   };
-  callbacks.engine_failure_retries = 1;  // once, on another engine
   pump_requests(service, todo.size(), options.concurrency, callbacks);
   summary.elapsed_s = now_seconds() - start;
   if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);

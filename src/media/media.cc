@@ -75,7 +75,9 @@ std::string read_local_file(const std::string& path, const MediaOptions& options
     throw MediaError("local image paths are not allowed (start the server with --allowed-media-dir DIR)");
   // Relative paths are taken relative to the allowed directory.
   const std::string full = !path.empty() && path[0] == '/' ? path : options.allowed_media_dir + "/" + path;
-  const std::string unavailable = str("image file not found in the allowed media directory: ", path);
+  const std::string unavailable = options.allowed_media_dir == "/"
+                                      ? str("image file not found: ", path)
+                                      : str("image file not found in the allowed media directory: ", path);
   const std::string inside = path_inside(full, options.allowed_media_dir);
   if (inside.empty()) throw MediaError(unavailable);
   const int fd = ::open(inside.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
