@@ -100,11 +100,10 @@ bool read_int_field(const Json& object, const char* name, int64_t lo, int64_t hi
   const bool whole_float = it->is_number_float() && std::floor(it->get<double>()) == it->get<double>() &&
                            std::fabs(it->get<double>()) < 9.2e18;
   if (!it->is_number_integer() && !whole_float) return refuse(error, str(name, " must be an integer"), name);
-  int64_t v = 0;
-  if (whole_float) v = int64_t(it->get<double>());
-  else if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX)) v = INT64_MAX;
-  else v = it->get<int64_t>();
-  if (v < lo || v > hi) return refuse(error, str(name, " must be between ", lo, " and ", hi, ", got ", v), name);
+  const bool beyond_int64 = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t(INT64_MAX);
+  const int64_t v = whole_float ? int64_t(it->get<double>()) : beyond_int64 ? 0 : it->get<int64_t>();
+  if (beyond_int64 || v < lo || v > hi)
+    return refuse(error, str(name, " must be between ", lo, " and ", hi, ", got ", excerpt(it->dump())), name);
   *out = v;
   *present = true;
   return true;
@@ -128,8 +127,14 @@ bool read_sampling_fields(const Json& object, GenerationParams* p, FieldError* e
   int64_t v = 0;
   if (!read_int_field(object, "top_k", -1, INT32_MAX, &v, &present, error)) return false;
   if (present) p->top_k = int(v);
-  if (!read_int_field(object, "seed", INT64_MIN, INT64_MAX, &v, &present, error)) return false;
-  if (present) p->seed = uint64_t(v);
+  // A seed is any 64-bit integer, signed (as OpenAI's) or up to 2^64 - 1 (as vLLM's and Python's).
+  const auto seed = object.find("seed");
+  if (seed != object.end() && seed->is_number_unsigned()) {
+    p->seed = seed->get<uint64_t>();
+  } else {
+    if (!read_int_field(object, "seed", INT64_MIN, INT64_MAX, &v, &present, error)) return false;
+    if (present) p->seed = uint64_t(v);
+  }
   return read_stop(object, p, error) && read_stop_token_ids(object, p, error) &&
          read_bool(object, "ignore_eos", &p->ignore_eos, error);
 }

@@ -129,6 +129,20 @@ TEST(OpenAiParse, FoveaFieldsAnswersTilingAndMaxTiles) {
   }
 }
 
+// A seed is any 64-bit integer: OpenAI's signed ones and vLLM's unsigned ones up to 2^64 - 1, never clamped.
+TEST(OpenAiParse, SeedsSignedOrUnsigned) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":18446744073709551615})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(UINT64_MAX));
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":-1})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(UINT64_MAX));
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":42})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(42));
+  EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":"hi"}],"top_k":18446744073709551615})", &r, &e));
+  EXPECT_EQ(e.param, "top_k");
+}
+
 // A missing local file, a refused source: invalid_image, as every door says it.
 TEST(OpenAiParse, AnImageThatCannotBeHadIsInvalidImage) {
   ChatRequest r;
