@@ -6,6 +6,7 @@ import binascii
 import dataclasses
 import json
 import math
+import numbers
 import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -64,8 +65,9 @@ class Request:
         check_sampling(self)
         if self.tiling is not None and self.tiling not in TILINGS:
             raise ValueError(f"tiling must be one of {TILINGS}")
-        if self.max_tiles is not None and self.max_tiles < 1:
-            raise ValueError("max_tiles must be at least 1")
+        if self.max_tiles is not None and not (isinstance(self.max_tiles, numbers.Integral) and 1 <= self.max_tiles <= 256):
+            raise ValueError("max_tiles must be an integer between 1 and 256 (as in every door; the model's "
+                             "max_dynamic_patch bounds it)")
         if self.messages is not None and self.prompt is not None:
             raise ValueError("give a prompt or messages, not both")
 

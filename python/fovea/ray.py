@@ -33,7 +33,7 @@ class Predictor:
     - "prompt" (or `prompt_column`; else `prompt` for every row), or "messages" (OpenAI-style chat messages, a
       list or its JSON text; image_url parts are fetched like image URLs);
     - optional "system" (else `system`), "answers" (a list or JSON list, else `answers`), "tiling" ("official"
-      or "compact", else the engine's), "choices" (a list or JSON list: answer with the most likely one) and
+      or "compact", else the engine's), "max_tiles" (else the engine's), "choices" (a list or JSON list: answer with the most likely one) and
       "sampling" (a dict or JSON object of SamplingParams fields: temperature, top_p, top_k, min_p, seed, n,
       max_tokens, stop, penalties, ...) over the defaults `max_tokens`, `temperature`, `sampling`.
 
@@ -50,7 +50,7 @@ class Predictor:
     def __init__(self, model: str, prompt: Optional[str] = None, *, image_column: Optional[str] = None,
                  prompt_column: str = "prompt", messages_column: str = "messages", system_column: str = "system",
                  choices_column: str = "choices", sampling_column: str = "sampling", tiling_column: str = "tiling",
-                 answers_column: str = "answers",
+                 answers_column: str = "answers", max_tiles_column: str = "max_tiles",
                  system: Optional[str] = None,
                  max_tokens: int = 1, answers: Optional[Sequence[str]] = None, temperature: float = 0.0,
                  sampling: Union[SamplingParams, Dict[str, Any], None] = None, keep_image: bool = False,
@@ -59,6 +59,7 @@ class Predictor:
         self.image_column, self.prompt_column, self.messages_column = image_column, prompt_column, messages_column
         self.system_column, self.choices_column, self.sampling_column = system_column, choices_column, sampling_column
         self.tiling_column, self.answers_column = tiling_column, answers_column
+        self.max_tiles_column = max_tiles_column
         self.answers = list(answers or ())
         defaults = dict(max_tokens=max_tokens, temperature=temperature)
         defaults.update(_sampling_fields(sampling))
@@ -112,6 +113,7 @@ class Predictor:
         system = value(self.system_column)
         choices = _json_value(value(self.choices_column), "choices")
         tiling = value(self.tiling_column)
+        max_tiles = value(self.max_tiles_column)
         answers = _json_value(value(self.answers_column), "answers")
         answers = self.answers if answers is None else [str(a) for a in answers]
         fields = dict(self.defaults)
@@ -122,6 +124,7 @@ class Predictor:
                           system=None if system is None else str(system),
                           choices=None if choices is None else [str(c) for c in choices],
                           tiling=None if tiling is None else str(tiling),
+                          max_tiles=None if max_tiles is None else _whole(max_tiles, "max_tiles"),
                           answers=None if choices is not None else answers or None, **fields)
         request.validate()
         return request
@@ -196,6 +199,14 @@ def _sampling_fields(sampling) -> Dict[str, Any]:
     if "max_tokens" in sampling and sampling["max_tokens"] is None:
         fields["max_tokens"] = UNLIMITED_TOKENS
     return fields
+
+
+def _whole(value, name: str) -> int:
+    """An integer cell (pandas makes a column with missing cells float): 3.0 -> 3; 2.5 is refused."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
 
 
 def _scalar(value):

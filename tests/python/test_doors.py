@@ -45,11 +45,12 @@ CASES = {
     "answers": dict(image=("photo", "path"), answers=["yes", "no"]),
     "choices": dict(image=("photo", "path"), choices=CHOICES),
     "compact_tiling": dict(image=("wide", "path"), max_tokens=3, tiling="compact"),
+    "max_tiles": dict(image=("wide", "path"), max_tokens=3, max_tiles=2),
     "corrupt_image": dict(image=("corrupt", "path")),
     "missing_image": dict(image=("missing", "path")),
 }
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
-FIELDS = SAMPLING_KEYS + ("system", "answers", "choices", "tiling", "logprobs")
+FIELDS = SAMPLING_KEYS + ("system", "answers", "choices", "tiling", "max_tiles", "logprobs")
 # The demo model's text barely depends on its input, so every request also carries probes whose numbers do: the
 # log-probs of two answers and of the chosen tokens (a door that takes them reports them for every case).
 PROBE = dict(answers=["yes", "no"], logprobs=1)
@@ -125,7 +126,7 @@ def chat_body(media, case):
         body.update(logprobs=True, top_logprobs=fields["logprobs"])
     if "choices" in fields:
         body["guided_choice"] = fields["choices"]
-    for key in ("answers", "tiling"):  # Fovea's fields, which OpenAI bodies take too
+    for key in ("answers", "tiling", "max_tiles"):  # Fovea's fields, which OpenAI bodies take too
         if key in fields:
             body[key] = fields[key]
     return body
@@ -250,7 +251,8 @@ def run_ray(model, media, tmp_path):
         # A column holds one type (Arrow makes a str among bytes into bytes): images as text, bytes as data: URLs.
         row = {"case": name, "image": image_ref(media, case), "prompt": PROMPT,
                "system": case.get("system"), "choices": json.dumps(case["choices"]) if "choices" in case else None,
-               "sampling": json.dumps(sampling) if sampling else None, "tiling": case.get("tiling"), "messages": None,
+               "sampling": json.dumps(sampling) if sampling else None, "tiling": case.get("tiling"),
+               "max_tiles": case.get("max_tiles"), "messages": None,
                "answers": json.dumps(fields["answers"]) if "answers" in fields else None}
         if case.get("form") == "messages":
             content = [{"type": "image_url", "image_url": {"url": row.pop("image")}}, {"type": "text", "text": PROMPT}]
@@ -312,7 +314,7 @@ def test_the_reference_door_answers_every_case(outputs):
     assert python["messages_system"]["prompt_tokens"] != python["path"]["prompt_tokens"]  # its own system text
     assert python["choices"]["text"] in CHOICES and len(python["choices"]["choice_logprobs"]) == 3
     # The probes see the input: another image or system text moves them.
-    for other in ("messages_system", "compact_tiling"):
+    for other in ("messages_system", "compact_tiling", "max_tiles"):
         assert python[other]["answer_logprobs"] != python["path"]["answer_logprobs"], other
         assert python[other]["token_logprobs"] != python["path"]["token_logprobs"], other
 
