@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "batch.h"
+#include "core/local_file.h"
 #include "engine/service.h"
 #include "engine/stats_json.h"
 #include "model/model_desc.h"
@@ -85,6 +86,26 @@ Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string
   job.request.tiling = parse_tiling(tiling);
   job.request.max_tiles = max_tiles;
   return job;
+}
+
+// A local image file through the one reader every door uses (core/local_file.h): a FIFO, device or directory
+// is refused at once instead of blocking the caller, the size is checked before reading. OSError on refusal,
+// so a Request's Result carries it like any unreadable file.
+nb::bytes read_image_file(const std::string& path, int64_t max_bytes) {
+  std::string bytes;
+  {
+    nb::gil_scoped_release release;
+    try {
+      LocalFileLimits limits;
+      limits.max_bytes = max_bytes;
+      bytes = read_local_file(path, limits, "image file");
+    } catch (const LocalFileError& e) {
+      nb::gil_scoped_acquire acquire;
+      PyErr_SetString(PyExc_OSError, e.what());
+      throw nb::python_error();
+    }
+  }
+  return nb::bytes(bytes.data(), bytes.size());
 }
 
 // The model's tokenizer and chat template, loaded from the model directory on first use (Engine.tokenizer).
@@ -226,6 +247,7 @@ NB_MODULE(_fovea, m) {
         nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
         nb::arg("max_image_bytes"), nb::arg("error"), nb::arg("error_kind") = "invalid_request");
   m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
+  m.def("read_image_file", &read_image_file, nb::arg("path"), nb::arg("max_bytes"));
 
   nb::class_<Batch>(m, "Batch")
       .def("next", &Batch::next)

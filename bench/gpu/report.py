@@ -226,12 +226,7 @@ def decode_lines(bench):
 
 
 def write_outputs(data, out_dir, stem):
-    os.makedirs(out_dir, exist_ok=True)
-    text = render(data)
-    with open(os.path.join(out_dir, stem + ".md"), "w", encoding="utf-8") as fh:
-        fh.write(text)
-    common.write_json(os.path.join(out_dir, stem + ".json"), data)
-    return text
+    return common.write_md_and_json(out_dir, stem, render(data), data)
 
 
 def main():

@@ -15,9 +15,11 @@ namespace {
 const char* kUsage =
     "usage: fovea quantize --model IN --out OUT --method awq|gptq|rtn|fp8 [--group 128] [--act-order]\n"
     "                      [--calib TASKS.jsonl|IMAGE_DIR] [--samples 32] [--prompt TEXT] [--max-tiles N]\n"
-    "                      [--include-vision]\n"
+    "                      [--calib-rows 8192] [--include-vision]\n"
     "  awq, gptq: 4-bit from calibration activations (the model runs --calib on the CPU backend)\n"
     "  rtn: 4-bit round-to-nearest (GPTQ layout, no calibration); fp8: E4M3 per-channel (compressed-tensors)\n"
+    "  --calib-rows N: input rows kept per linear, sampled evenly from every calibration task's rows (bf16;\n"
+    "                  InternVL2-8B needs ~1.7 MB per row over its 32 layers)\n"
     "  --group N: 4-bit group size (-1: one group per row); --act-order: GPTQ in descending activation order\n"
     "  --include-vision: the ViT's and projector's linears too (round-to-nearest / fp8)\n";
 
@@ -42,7 +44,7 @@ int quantize_main(const std::vector<std::string>& raw) {
   QuantizeOptions opt;
   try {
     args.allow_only({"--model", "--out", "--method", "--group", "--act-order", "--calib", "--samples", "--prompt",
-                     "--include-vision", "--max-tiles", "--help"});
+                     "--calib-rows", "--include-vision", "--max-tiles", "--help"});
     FOVEA_CHECK(args.positional().empty(), "unexpected argument ", args.positional().empty() ? "" : args.positional()[0]);
     opt.model_dir = args.get("--model");
     opt.out_dir = args.get("--out");
@@ -56,6 +58,8 @@ int quantize_main(const std::vector<std::string>& raw) {
     opt.calibration.source = args.get("--calib");
     opt.calibration.samples = args.get_int("--samples", opt.calibration.samples);
     FOVEA_CHECK(opt.calibration.samples >= 1, "--samples must be at least 1");
+    opt.calibration.max_rows = args.get_int("--calib-rows", int(opt.calibration.max_rows));
+    FOVEA_CHECK(opt.calibration.max_rows >= 1, "--calib-rows must be at least 1");
     opt.calibration.max_tiles = args.get_int("--max-tiles", 0);
     FOVEA_CHECK(opt.calibration.max_tiles >= 0, "--max-tiles must be positive");
     if (args.has("--prompt")) opt.calibration.prompt = args.get("--prompt");
@@ -69,8 +73,14 @@ int quantize_main(const std::vector<std::string>& raw) {
   const auto start = std::chrono::steady_clock::now();
   const QuantizeSummary s = quantize_checkpoint(opt, show_progress);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s: %d linears quantized (%s) in %.1f s (calibration %.1f s)\n", opt.out_dir.c_str(), s.linears,
-              s.config_source.c_str(), seconds, s.seconds_calibration);
+  std::printf("%s: %d linears quantized (%s) in %.1f s", opt.out_dir.c_str(), s.linears, s.config_source.c_str(),
+              seconds);
+  if (s.calibration_rows_seen > 0)
+    std::printf(" (calibration %.1f s: %lld of %lld rows per linear, sampled from %d tasks, %.2f GiB)",
+                s.seconds_calibration, static_cast<long long>(s.calibration_rows_kept),
+                static_cast<long long>(s.calibration_rows_seen), s.calibration_tasks,
+                double(s.calibration_bytes) / double(1ull << 30));
+  std::printf("\n");
   return 0;
 }
 

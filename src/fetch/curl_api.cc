@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+
 #include <string>
 
 #include "fetch/fetch.h"
@@ -63,6 +65,28 @@ const CurlApi& curl_api() {
   static const Loaded loaded = load();  // thread-safe once
   if (!loaded.error.empty()) throw FetchError(loaded.error, false);
   return loaded.api;
+}
+
+// The _STR options need libcurl 7.85; older ones (a machine's own libcurl, loaded at run time) take the
+// deprecated bit masks.
+void limit_to_http(const CurlApi& api, CURL* curl) {
+  if (api.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+      api.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
+    return;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  api.easy_setopt(curl, CURLOPT_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+  api.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#pragma GCC diagnostic pop
+}
+
+std::string ca_bundle(const std::string& option) {
+  if (!option.empty()) return option;
+  for (const char* name : {"FOVEA_CA_BUNDLE", "CURL_CA_BUNDLE"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') return v;
+  }
+  return "";
 }
 
 }  // namespace fovea

@@ -4,6 +4,8 @@
 #pragma once
 #include <curl/curl.h>
 
+#include <string>
+
 namespace fovea {
 
 struct CurlApi {
@@ -24,5 +26,12 @@ struct CurlApi {
 
 // The loaded library (curl_global_init done once). Throws FetchError when libcurl >= 7.75 is not installed.
 const CurlApi& curl_api();
+
+// Only http and https, also after redirects (never file://, ftp://, ...).
+void limit_to_http(const CurlApi& api, CURL* curl);
+
+// The PEM bundle to verify TLS peers with: `option`, else env FOVEA_CA_BUNDLE or CURL_CA_BUNDLE, else "" (the
+// system's). Verification is never switched off.
+std::string ca_bundle(const std::string& option);
 
 }  // namespace fovea

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "fetch/aws_http.h"
 #include "fetch/curl_api.h"
 #include "fetch/s3.h"
 
@@ -90,50 +91,18 @@ int on_progress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   return sink->cancel != nullptr && sink->cancel->load() ? 1 : 0;
 }
 
-std::string ca_file_for(const FetchOptions& options) {
-  if (!options.ca_file.empty()) return options.ca_file;
-  for (const char* name : {"FOVEA_CA_BUNDLE", "CURL_CA_BUNDLE"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') return v;
-  }
-  return "";
-}
-
-// Only http and https, also after redirects (never file://, ftp://, ...). The _STR options need libcurl 7.85;
-// older ones (a machine's own libcurl, loaded at run time) take the deprecated bit masks.
-void limit_protocols(const CurlApi& api, CURL* curl) {
-  if (api.easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
-      api.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") == CURLE_OK)
-    return;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-  api.easy_setopt(curl, CURLOPT_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-  api.easy_setopt(curl, CURLOPT_REDIR_PROTOCOLS, long(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#pragma GCC diagnostic pop
-}
-
-// S3's error bodies are XML with a <Code> (NoSuchKey, AccessDenied, SignatureDoesNotMatch): worth naming. Only
-// a short alphanumeric code is taken, so a hostile body cannot put anything else into the one-line message.
-std::string s3_error_code(const std::string& body) {
-  const size_t b = body.find("<Code>");
-  const size_t e = body.find("</Code>");
-  if (b == std::string::npos || e == std::string::npos || e <= b + 6 || e - b > 70) return "";
-  const std::string code = body.substr(b + 6, e - b - 6);
-  for (unsigned char c : code)
-    if (!std::isalnum(c) && c != '.') return "";
-  return code;
-}
-
 // Turns a finished attempt into a FetchError (retryable or not), or returns when it succeeded.
+// `unsigned_note` ("" when signed) tells why an S3 request went without credentials, for a 401 / 403.
 void throw_on_failure(CURLcode rc, long status, const Sink& sink, bool s3, const std::string& where,
-                      const FetchOptions& options, const char* curl_message) {
+                      const FetchOptions& options, const char* curl_message, const std::string& unsigned_note) {
   // An error status counts even when its body was cut off for being too large.
   const bool answered = rc == CURLE_OK || rc == CURLE_WRITE_ERROR || rc == CURLE_FILESIZE_EXCEEDED;
   if (answered && status >= 300) {
     std::string reason = str("HTTP ", status);
-    const std::string code = s3 ? s3_error_code(sink.body) : "";
+    const std::string code = s3 ? aws_error_code(sink.body) : "";
     if (!code.empty()) reason += " " + code;
     if (s3 && status < 400) reason += " (the bucket may be in another region: set AWS_REGION)";
+    if (s3 && (status == 401 || status == 403) && !unsigned_note.empty()) reason += " (" + unsigned_note + ")";
     throw FetchError(where + reason, status >= 500 || status == 429 || status == 408);
   }
   if (sink.too_big || rc == CURLE_FILESIZE_EXCEEDED)
@@ -168,7 +137,11 @@ std::string fetch_once(const std::string& url, const std::string& shown, const F
   S3Config s3_config;
   if (s3) {
     const S3Location location = parse_s3_url(url);
-    s3_config = resolve_s3_config(options.s3_endpoint);
+    try {
+      s3_config = resolve_s3_config(options.s3_endpoint);
+    } catch (const FetchError& e) {
+      throw FetchError("fetch " + shown + ": " + e.what(), e.retryable());
+    }
     http_url = s3_object_url(location, s3_config);
   }
   const CurlApi& api = curl_api();
@@ -182,7 +155,7 @@ std::string fetch_once(const std::string& url, const std::string& shown, const F
   api.easy_setopt(curl, CURLOPT_SHARE, share);
   api.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   api.easy_setopt(curl, CURLOPT_ERRORBUFFER, error_buffer);
-  limit_protocols(api, curl);
+  limit_to_http(api, curl);
   api.easy_setopt(curl, CURLOPT_USERAGENT, "fovea");
   api.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, long(std::max(1, options.connect_timeout_ms)));
   api.easy_setopt(curl, CURLOPT_TIMEOUT_MS, long(std::max(1, options.timeout_ms)));
@@ -192,7 +165,7 @@ std::string fetch_once(const std::string& url, const std::string& shown, const F
   api.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
   api.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
   api.easy_setopt(curl, CURLOPT_XFERINFODATA, &sink);
-  const std::string ca_file = ca_file_for(options);
+  const std::string ca_file = ca_bundle(options.ca_file);
   if (!ca_file.empty()) api.easy_setopt(curl, CURLOPT_CAINFO, ca_file.c_str());
   curl_slist* headers = nullptr;
   std::string sigv4;
@@ -221,8 +194,12 @@ std::string fetch_once(const std::string& url, const std::string& shown, const F
   api.slist_free_all(headers);
   api.easy_setopt(curl, CURLOPT_ERRORBUFFER, static_cast<char*>(nullptr));
 
+  std::string unsigned_note;
+  if (s3 && s3_config.access_key.empty())
+    unsigned_note = "sent unsigned: " + (s3_config.why_unsigned.empty() ? std::string("no AWS credentials found")
+                                                                        : s3_config.why_unsigned);
   throw_on_failure(rc, status, sink, s3, "fetch " + shown + ": ", options,
-                   error_buffer[0] ? error_buffer : api.easy_strerror(rc));
+                   error_buffer[0] ? error_buffer : api.easy_strerror(rc), unsigned_note);
   return std::move(sink.body);
 }
 

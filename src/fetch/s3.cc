@@ -1,49 +1,13 @@
 #include "fetch/s3.h"
 
 #include <cctype>
-#include <cstdlib>
-#include <fstream>
-#include <map>
+#include <memory>
 
+#include "fetch/aws_http.h"
 #include "fetch/fetch.h"
 
 namespace fovea {
 namespace {
-
-using IniSection = std::map<std::string, std::string>;
-
-std::string trim(const std::string& s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
-// The `name` section of an AWS-style INI file ({} when the file or section is missing). Comments start with
-// '#' or ';'; nested (indented) sub-settings such as `s3 =` blocks are skipped.
-IniSection read_ini_section(const std::string& path, const std::string& name) {
-  IniSection out;
-  std::ifstream in(path);
-  std::string line;
-  bool inside = false;
-  while (std::getline(in, line)) {
-    const bool indented = !line.empty() && (line[0] == ' ' || line[0] == '\t');
-    line = trim(line);
-    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
-    if (line.front() == '[' && line.back() == ']') {
-      inside = trim(line.substr(1, line.size() - 2)) == name;
-      continue;
-    }
-    const size_t eq = line.find('=');
-    if (!inside || indented || eq == std::string::npos) continue;
-    out[trim(line.substr(0, eq))] = trim(line.substr(eq + 1));
-  }
-  return out;
-}
-
-std::string env_or(const EnvLookup& env, const char* name, const std::string& fallback = "") {
-  const char* v = env(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
 
 bool valid_bucket(const std::string& b) {
   if (b.size() < 3 || b.size() > 63) return false;
@@ -70,58 +34,32 @@ S3Location parse_s3_url(const std::string& url) {
   return loc;
 }
 
-S3Config resolve_s3_config(const std::string& endpoint_override, const EnvLookup& env_in) {
-  const EnvLookup env = env_in ? env_in : EnvLookup([](const char* n) -> const char* { return std::getenv(n); });
-  const std::string home = env_or(env, "HOME");
-  const std::string profile = env_or(env, "AWS_PROFILE", "default");
-  const std::string credentials_file =
-      env_or(env, "AWS_SHARED_CREDENTIALS_FILE", home.empty() ? "" : home + "/.aws/credentials");
-  const std::string config_file = env_or(env, "AWS_CONFIG_FILE", home.empty() ? "" : home + "/.aws/config");
-  // ~/.aws/config names profiles "[profile NAME]", except the default one.
-  const IniSection config = read_ini_section(config_file, profile == "default" ? "default" : "profile " + profile);
-  const auto from_config = [&](const char* key) {
-    const auto it = config.find(key);
-    return it == config.end() ? std::string() : it->second;
-  };
-
+S3Config resolve_s3_config(const std::string& endpoint_override, const EnvLookup& env_in,
+                           AwsCredentialChain* chain) {
+  const EnvLookup env = env_or_process(env_in);
+  const AwsProfile profile = load_aws_profile(env);
   S3Config c;
-  c.access_key = env_or(env, "AWS_ACCESS_KEY_ID");
-  c.secret_key = env_or(env, "AWS_SECRET_ACCESS_KEY");
-  c.session_token = env_or(env, "AWS_SESSION_TOKEN");
-  if (c.access_key.empty() || c.secret_key.empty()) {
-    IniSection creds = read_ini_section(credentials_file, profile);
-    c.access_key = creds["aws_access_key_id"];
-    c.secret_key = creds["aws_secret_access_key"];
-    c.session_token = creds["aws_session_token"];
-    if (c.access_key.empty() || c.secret_key.empty()) {  // the config file may hold keys too
-      c.access_key = from_config("aws_access_key_id");
-      c.secret_key = from_config("aws_secret_access_key");
-      c.session_token = from_config("aws_session_token");
-    }
+  std::unique_ptr<AwsCredentialChain> own;
+  if (chain == nullptr) {
+    if (env_in) own = std::make_unique<AwsCredentialChain>(env);
+    chain = own ? own.get() : &AwsCredentialChain::process();
   }
-  c.region = env_or(env, "AWS_REGION", env_or(env, "AWS_DEFAULT_REGION", from_config("region")));
+  const AwsCredentials credentials = chain->get();
+  c.access_key = credentials.access_key;
+  c.secret_key = credentials.secret_key;
+  c.session_token = credentials.session_token;
+  c.credentials_source = credentials.empty() ? "" : credentials.source;
+  c.why_unsigned = credentials.why_none;
+  c.region = aws_region(env, profile);
   if (c.region.empty()) c.region = "us-east-1";
   c.endpoint = endpoint_override;
-  if (c.endpoint.empty()) c.endpoint = env_or(env, "AWS_ENDPOINT_URL_S3", env_or(env, "AWS_ENDPOINT_URL"));
-  if (c.endpoint.empty()) c.endpoint = from_config("endpoint_url");
+  if (c.endpoint.empty()) c.endpoint = env_value(env, "AWS_ENDPOINT_URL_S3", env_value(env, "AWS_ENDPOINT_URL"));
+  if (c.endpoint.empty()) c.endpoint = profile.config_value("endpoint_url");
   while (!c.endpoint.empty() && c.endpoint.back() == '/') c.endpoint.pop_back();
   return c;
 }
 
-std::string s3_encode_key(const std::string& key) {
-  static const char* kHex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : key) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~' || c == '/') {
-      out += char(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
+std::string s3_encode_key(const std::string& key) { return percent_encode(key, true); }
 
 std::string s3_object_url(const S3Location& loc, const S3Config& config) {
   const std::string key = s3_encode_key(loc.key);

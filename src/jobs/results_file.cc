@@ -38,6 +38,8 @@ ExistingResults recover_results_file(const std::string& path, const std::string&
     try {
       const auto j = nlohmann::json::parse(line);
       if (!j.is_object() || !j.contains(key_field)) throw std::runtime_error("no key");
+      // An OpenAI batch record has an "id" of its own (batch_req_...); it is keyed by custom_id, never by id.
+      if (key_field != "custom_id" && j.contains("custom_id")) continue;
       const std::string key = j[key_field].dump();
       out.done.insert(key);
       if (j.contains("error") && !j["error"].is_null()) out.failed.insert(key);
@@ -103,6 +105,7 @@ int drop_failed_records(const std::string& path) {
 std::string result_line(const BatchResult& r) {
   nlohmann::ordered_json j;
   j["id"] = r.id;
+  if (r.question_index >= 0) j["question_index"] = r.question_index;
   j["text"] = r.text;
   j["tokens"] = r.tokens;
   if (r.has_answers && r.error.empty()) {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -23,7 +24,6 @@ namespace {
 // gate_up/down over row slices with the same weights), so the n-th new weight seen is layer n / 4's kind n % 4.
 struct Recorder {
   const LlmConfig& llm;
-  int64_t max_rows;
   CalibrationActivations acts;
   std::map<const void*, std::pair<int, int>> linear_of;  // weight data -> (layer, kind)
   std::mutex mutex;
@@ -47,12 +47,8 @@ struct Recorder {
                   ") does not fit layer ", layer, "'s ", linear_input_name(LinearInput(kind)));
       return;
     }
-    std::vector<float>& dst = acts.rows[size_t(layer)][size_t(kind)];
-    const int64_t width = weight.dim(1), have = int64_t(dst.size()) / width;
-    const int64_t take = std::min<int64_t>(input.dim(0), max_rows - have);
-    if (take <= 0) return;
-    const Tensor f32 = input.rows(0, take).to_f32();
-    dst.insert(dst.end(), f32.ptr<float>(), f32.ptr<float>() + take * width);
+    const Tensor f32 = input.to_f32();
+    acts.samples[size_t(layer)][size_t(kind)].add(f32.ptr<float>(), f32.numel() / weight.dim(1));
   }
 };
 
@@ -78,6 +74,27 @@ std::string first_failure(const fs::path& results) {
 
 }  // namespace
 
+int64_t CalibrationActivations::fewest_rows_kept() const {
+  int64_t fewest = -1;
+  for (const auto& layer : samples)
+    for (const RowSampler& s : layer) fewest = fewest < 0 ? s.kept() : std::min(fewest, s.kept());
+  return std::max<int64_t>(fewest, 0);
+}
+
+int64_t CalibrationActivations::most_rows_seen() const {
+  int64_t most = 0;
+  for (const auto& layer : samples)
+    for (const RowSampler& s : layer) most = std::max(most, s.seen());
+  return most;
+}
+
+size_t CalibrationActivations::bytes() const {
+  size_t total = 0;
+  for (const auto& layer : samples)
+    for (const RowSampler& s : layer) total += s.bytes();
+  return total;
+}
+
 const char* linear_input_name(LinearInput kind) {
   static const char* const names[kLinearInputs] = {"qkv", "o", "gate_up", "down"};
   return names[int(kind)];
@@ -95,9 +112,14 @@ CalibrationActivations collect_calibration(const std::string& model_dir, const M
   if (int64_t(tasks.tasks.size()) > options.samples) tasks.tasks.resize(size_t(std::max(options.samples, 1)));
 
   const LlmConfig& l = desc.llm;
-  Recorder recorder{l, options.max_rows, {}, {}, {}, {}};
+  FOVEA_CHECK(options.max_rows >= 1, "--calib-rows must be at least 1");
+  Recorder recorder{l, {}, {}, {}, {}};
   recorder.acts.width = {l.hidden, int64_t(l.heads) * l.head_dim, l.hidden, l.ffn};
-  recorder.acts.rows.resize(size_t(l.layers));
+  recorder.acts.tasks = int(tasks.tasks.size());
+  recorder.acts.samples.resize(size_t(l.layers));
+  for (auto& layer : recorder.acts.samples)
+    for (int kind = 0; kind < kLinearInputs; ++kind)
+      layer[size_t(kind)] = RowSampler(options.max_rows, recorder.acts.width[size_t(kind)]);
 
   EngineConfig config;
   config.model_dir = model_dir;

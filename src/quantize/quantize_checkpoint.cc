@@ -188,7 +188,7 @@ void quantize_layer(Quantizer& q, const QuantizeOptions& opt, const LayerLinears
       case QuantizeMethod::Gptq: {
         const int64_t width = acts->width[size_t(kind)];
         std::vector<double> xtx(static_cast<size_t>(width * width), 0.0);
-        const Floats& x = acts->rows[size_t(layer)][size_t(kind)];
+        const Floats x = acts->rows(layer, kind);
         accumulate_xtx(x.data(), int64_t(x.size()) / width, width, &xtx);
         for (const std::string& p : prefixes) q.gptq(p, xtx);
         break;
@@ -201,7 +201,7 @@ void quantize_layer(Quantizer& q, const QuantizeOptions& opt, const LayerLinears
         const std::string target = kind == LinearInput::Down     ? L.up + ".weight"
                                    : kind == LinearInput::GateUp ? L.ffn_norm
                                                                  : L.attn_norm;
-        q.awq(prefixes, acts->rows[size_t(layer)][size_t(kind)], acts->width[size_t(kind)],
+        q.awq(prefixes, acts->rows(layer, kind), acts->width[size_t(kind)],
               [&](const Floats& s) { q.divide(target, s); });
         break;
       }
@@ -252,6 +252,10 @@ QuantizeSummary quantize_checkpoint(const QuantizeOptions& opt, const QuantizePr
     const auto start = std::chrono::steady_clock::now();
     acts = collect_calibration(opt.model_dir, desc, opt.calibration);
     summary.seconds_calibration = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    summary.calibration_tasks = acts.tasks;
+    summary.calibration_rows_kept = acts.fewest_rows_kept();
+    summary.calibration_rows_seen = acts.most_rows_seen();
+    summary.calibration_bytes = acts.bytes();
   }
 
   Quantizer q(opt, set);

@@ -10,6 +10,7 @@
 // The LLM layers' linears are quantized; embeddings, lm_head, norms, the ViT and the projector are copied as
 // they are, unless include_vision (their linears then get round-to-nearest / FP8: calibration covers the LLM).
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -35,6 +36,10 @@ using QuantizeProgress = std::function<void(int done, int total, const std::stri
 struct QuantizeSummary {
   int linears = 0;                // linears quantized
   double seconds_calibration = 0;
+  int calibration_tasks = 0;
+  int64_t calibration_rows_kept = 0;  // per linear (the fewest of any): what the 4-bit methods were fitted on
+  int64_t calibration_rows_seen = 0;  // per linear: every row the calibration tasks produced
+  size_t calibration_bytes = 0;       // the kept rows' memory (bf16)
   std::string config_source;      // what quantization_config says, as inspect shows it
 };
 

@@ -48,6 +48,7 @@ class S3Files : public ::testing::Test {
                                                "[profile work]\nregion=ap-south-1\n"
                                                "endpoint_url = http://127.0.0.1:9000/\ns3 =\n  addressing_style = path\n";
     env_["HOME"] = dir_.string();
+    env_["AWS_EC2_METADATA_DISABLED"] = "true";  // this machine's own metadata service is none of the test's business
   }
   void TearDown() override { fs::remove_all(dir_); }
   S3Config resolve(const std::string& endpoint = "") {
@@ -102,6 +103,7 @@ TEST_F(S3Files, NoCredentialsAnywhereMeansUnsigned) {
   env_["HOME"] = (dir_ / "nowhere").string();
   const S3Config c = resolve();
   EXPECT_TRUE(c.access_key.empty());
+  EXPECT_NE(c.why_unsigned.find("AWS_EC2_METADATA_DISABLED"), std::string::npos) << c.why_unsigned;
   EXPECT_EQ(c.region, "us-east-1");
 }
 

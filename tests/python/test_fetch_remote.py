@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import time
+import urllib.request
 
 import pytest
 from remote_servers import BUCKET, Handler
@@ -93,3 +94,59 @@ def test_url_images_in_fovea_run(demo_model, tmp_path, https_server, s3_server):
     assert "(after" not in by_id["s3"]["error"]
     assert "certificate" in by_id["https"]["error"] and base in by_id["https"]["error"], by_id["https"]
     assert creds["SecretAccessKey"] not in r.stderr + json.dumps(by_id)
+
+
+def test_s3_temporary_credentials(demo_model, tmp_path, s3_server):
+    """Temporary credentials reach moto's signature and session-token checks: an assumed role's keys with
+    AWS_SESSION_TOKEN (the x-amz-security-token header), a wrong session token (refused), and a web identity
+    (EKS IRSA: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN) exchanged by fovea itself through moto's STS
+    AssumeRoleWithWebIdentity. Unsigned except for that one call, every request is checked."""
+    endpoint, s3, iam = s3_server
+    png = tmp_path / "img.png"
+    Image.new("RGB", (64, 48), (20, 160, 90)).save(png)
+    s3.create_bucket(Bucket=BUCKET)
+    s3.put_object(Bucket=BUCKET, Key="img.png", Body=png.read_bytes())
+    trust = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Federated": "oidc"},
+                                                     "Action": "sts:AssumeRoleWithWebIdentity"}]}
+    role = iam.create_role(RoleName="reader", AssumeRolePolicyDocument=json.dumps(trust))["Role"]["Arn"]
+    iam.put_role_policy(RoleName="reader", PolicyName="read", PolicyDocument=json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+    sts = boto3.client("sts", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
+                       aws_secret_access_key="setup")
+    temp = sts.assume_role(RoleArn=role, RoleSessionName="env-path")["Credentials"]  # the 5th set-up call
+    assert temp["AccessKeyId"].startswith("ASIA")
+
+    q = {"prompt": "Colour?", "answers": ["red", "green"], "max_tokens": 2}
+    tasks = [dict(id="local", image=str(png), **q), dict(id="s3", image=f"s3://{BUCKET}/img.png", **q)]
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    base_env.update(HOME=str(tmp_path / "home"), AWS_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint,
+                    AWS_EC2_METADATA_DISABLED="true")
+    session = dict(base_env, AWS_ACCESS_KEY_ID=temp["AccessKeyId"], AWS_SECRET_ACCESS_KEY=temp["SecretAccessKey"],
+                   AWS_SESSION_TOKEN=temp["SessionToken"])
+    r, by_id = run_tasks(demo_model, tmp_path, "session", tasks, ["--fetch-retries", "0"], session)
+    assert r.returncode == 0, r.stderr
+    assert by_id["s3"]["logprobs"] == by_id["local"]["logprobs"], by_id["s3"]
+
+    r, by_id = run_tasks(demo_model, tmp_path, "wrong-token", tasks[1:], ["--fetch-retries", "0"],
+                         dict(session, AWS_SESSION_TOKEN="not" + temp["SessionToken"]))
+    assert r.returncode == 1
+    assert "HTTP 400 InvalidToken" in by_id["s3"]["error"], by_id["s3"]  # as AWS answers a bad token
+    assert temp["SessionToken"] not in r.stderr + json.dumps(by_id)
+
+    token_file = tmp_path / "web-identity-token"
+    token_file.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2lnbmF0dXJl\n")  # moto does not check the token itself
+    web = dict(base_env, AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file), AWS_ROLE_ARN=role,
+               AWS_ROLE_SESSION_NAME="fovea-test")
+    # moto checks signatures on everything but its first N requests; AssumeRoleWithWebIdentity is unsigned by
+    # design (the token is the proof), which moto does not exempt: let exactly that one request through.
+    urllib.request.urlopen(urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=b"1", method="POST",
+                                                  headers={"Content-Type": "text/plain"}))
+    r, by_id = run_tasks(demo_model, tmp_path, "web-identity", tasks, ["--fetch-retries", "0"], web)
+    assert r.returncode == 0, r.stderr
+    assert by_id["s3"]["logprobs"] == by_id["local"]["logprobs"], by_id["s3"]
+
+    # A role STS refuses (moto: the request is now checked, and unsigned) fails the task, naming the source.
+    r, by_id = run_tasks(demo_model, tmp_path, "web-refused", tasks[1:], ["--fetch-retries", "0"], web)
+    assert r.returncode == 1
+    assert "web identity" in by_id["s3"]["error"], by_id["s3"]
+    assert "eyJhbGci" not in r.stderr + json.dumps(by_id)

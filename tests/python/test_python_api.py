@@ -147,6 +147,24 @@ def test_corrupt_and_missing_images_fail_only_their_request(llm, images, tmp_pat
         llm.generate([fovea.Request(image=images[0], prompt=PROMPT, max_tokens=0)])
 
 
+def test_fifo_directory_and_device_paths_fail_their_request_at_once(llm, images, tmp_path):
+    """A FIFO path used to block open() in Python forever; the native local-file reader refuses it at once."""
+    os.mkfifo(tmp_path / "pipe.png")
+    requests = [fovea.Request(image=tmp_path / "pipe.png", prompt=PROMPT),
+                fovea.Request(image=tmp_path, prompt=PROMPT),
+                fovea.Request(image="/dev/zero", prompt=PROMPT),
+                fovea.Request(image=str(images[0]) + "\0x", prompt=PROMPT),
+                fovea.Request(image=images[0], prompt=PROMPT, max_tokens=2)]
+    results = llm.generate(requests)
+    assert [r.ok for r in results] == [False, False, False, False, True]
+    assert "is not a regular file (a FIFO)" in results[0].error
+    assert "is a directory" in results[1].error
+    assert "not a regular file (a character device)" in results[2].error
+    assert "NUL" in results[3].error
+    # An image file that cannot be read is invalid_image, in every door (src/requests/request_images.h).
+    assert all(r.error_kind == "invalid_image" for r in results[:4])
+
+
 def test_image_forms_give_the_same_answer(llm, images):
     path = images[3]
     pil = Image.open(path)

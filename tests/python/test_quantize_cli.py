@@ -4,6 +4,7 @@ the method and the quantized linears), and its packed weights, read back by an i
 within the 4-bit step of the originals (AWQ: after undoing the scales it folded into the attention norm)."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,6 +165,30 @@ def test_calibrated_methods_beat_round_to_nearest_on_held_out_prompts(demo_model
     kl = {m: mean_kl(dense, held_out_logits(quantized(m), calibration, tmp_path, m)) for m in ("rtn", "awq", "gptq")}
     assert kl["gptq"] < 0.5 * kl["rtn"], kl
     assert kl["awq"] < kl["rtn"], kl
+
+
+def test_calibration_rows_are_sampled_from_every_task_and_reported(demo_model, calibration, tmp_path):
+    """--calib-rows bounds the rows per linear; they are drawn from all the tasks (not the first ones), the count
+    is printed, and the draw does not depend on how the engine scheduled the tasks: two runs, the same bytes."""
+    runs = []
+    for i in range(2):
+        proc = quantize(demo_model, tmp_path / f"awq{i}", "awq", "--calib", str(calibration), "--samples", "4",
+                        "--max-tiles", "2", "--calib-rows", "24")
+        m = re.search(r"calibration [0-9.]+ s: (\d+) of (\d+) rows per linear, sampled from (\d+) tasks", proc.stdout)
+        assert m, proc.stdout
+        kept, seen, tasks = map(int, m.groups())
+        assert kept == 24 and seen > 4 * 24 and tasks == 4, proc.stdout
+        runs.append((tmp_path / f"awq{i}" / "model.safetensors").read_bytes())
+    assert runs[0] == runs[1]
+    # Fewer rows than asked for: all of them, and the line says so.
+    proc = quantize(demo_model, tmp_path / "awq-all", "awq", "--calib", str(calibration), "--samples", "4",
+                    "--max-tiles", "2", "--calib-rows", "1000000")
+    m = re.search(r"(\d+) of (\d+) rows per linear", proc.stdout)
+    assert m and m.group(1) == m.group(2) == str(seen), proc.stdout
+    bad = subprocess.run([FOVEA_BIN, "quantize", "--model", str(demo_model), "--out", str(tmp_path / "x"),
+                          "--method", "awq", "--calib", str(calibration), "--calib-rows", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--calib-rows must be at least 1" in bad.stderr
 
 
 def test_bad_requests_fail_clearly(demo_model, tmp_path):
