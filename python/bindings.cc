@@ -15,11 +15,12 @@
 #include "batch.h"
 #include "core/local_file.h"
 #include "engine/service.h"
+#include "engine/stats_fields.h"
 #include "engine/stats_json.h"
 #include "model/model_desc.h"
 #include "media/media.h"
 #include "openai/protocol.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nb = nanobind;
@@ -179,6 +180,14 @@ class EngineHandle {
   std::shared_ptr<InferenceService> service_;
 };
 
+// (name, kind, help) of every EngineStats field that Engine.stats() returns (engine/stats_fields.h).
+std::vector<std::tuple<std::string, std::string, std::string>> stats_fields() {
+  static const char* kKinds[] = {"counter", "gauge", "health", "label"};
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const StatField& field : engine_stats_fields()) out.emplace_back(field.name, kKinds[int(field.kind)], field.help);
+  return out;
+}
+
 }  // namespace
 }  // namespace fovea::py
 
@@ -247,6 +256,7 @@ NB_MODULE(_fovea, m) {
         nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
         nb::arg("max_image_bytes"), nb::arg("error"), nb::arg("error_kind") = "invalid_request");
   m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
+  m.def("stats_fields", &stats_fields);
   m.def("read_image_file", &read_image_file, nb::arg("path"), nb::arg("max_bytes"));
 
   nb::class_<Batch>(m, "Batch")

@@ -13,6 +13,7 @@ the ones Fovea and transformers read, and changing nothing they read differently
 - tokenizer_config.json: tokenizer_class, add_bos_token and the image tokens under extra_special_tokens.
 
 The InternLM2 variant only: the Qwen2 variant's vocabulary has no free id for `<video>`.
+  python3 bench/gpu/peer_files.py --model DIR   (adds them to a folder make_model.py wrote without them)
 """
 import os
 import sys
@@ -130,3 +131,21 @@ def write_peer_files(out, variant, added):
                 "processor_class": "InternVLProcessor"})
     common.write_json(tok_path, tok)
     return True
+
+
+def main():
+    """Adds the peer files to a model folder that make_model.py wrote before it made them."""
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="make_model.py's output folder")
+    args = p.parse_args()
+    info = common.read_json(os.path.join(args.model, "model.json"), {})
+    variant = info.get("variant", "internlm2")
+    added = common.read_json(os.path.join(args.model, "added_tokens.json"), {})
+    if not write_peer_files(args.model, variant, added):
+        sys.exit(1)
+    common.log(f"peer files written to {args.model}")
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,7 @@
 #   extensions; __pycache__ and console scripts everywhere.
 #   bench/gpu/peers_carry.sh [--cache DIR] [--capacity BYTES]
 # A carry's capacity: 64 MiB less the working tree that travels with every call (tracked + untracked files
-# that git does not ignore, measured here) less 1 MiB. Prints the device calls to make.
+# that git does not ignore, measured here) less 3 MiB (room for the tree to grow before the calls). Prints the device calls to make.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cache=${FOVEA_CACHE:-$HOME/.cache/fovea}/peers capacity="" out=.carry_peers
@@ -43,36 +43,45 @@ grep -v '^#' "$pins" | while read -r set file sha; do
   [ "$got" = "$sha" ] || { echo "peers_carry.sh: $file has sha256 $got, pinned $sha" >&2; exit 1; }
 done
 
-# 2. one staging tree per set, 3. trimmed, 4. packed
+# 2. one staging tree per set, 3. trimmed, 4. packed; a packed set is kept in the cache under a key made of its
+# pins and this recipe, so a second run (a new tree size, another checkout) only re-cuts the carries.
+recipe=1
 build=$out/build
 rm -rf "$out"
-mkdir -p "$build"
+mkdir -p "$build" "$cache/blobs"
+blob_args=()
 for set in common lmdeploy vllm; do
   wheels=$(awk -v s="$set" '$1 == s { print $2 }' "$pins")
-  stage=$build/$set
-  # shellcheck disable=SC2046
-  python3 -m pip install --quiet --disable-pip-version-check --no-compile --no-index --target "$stage" \
-    "${target_flags[@]}" $(for w in $wheels; do echo "$cache/$w"; done)
-  case $set in
-    lmdeploy) rm -f "$stage"/lmdeploy/turbomind/_turbomind*.so "$stage"/lmdeploy/turbomind/lib64/libxgrammar.a ;;
-    vllm) rm -f "$stage"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so "$stage"/vllm/_moe_C.abi3.so ;;
-  esac
-  find "$stage" -name __pycache__ -prune -exec rm -rf {} +
-  rm -rf "$stage/bin"
-  tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner -cf - . | xz -T2 -9 > "$build/$set.tar.xz"
-  echo "$set: $(du -sb "$stage" | cut -f1) bytes of files -> $(stat -c %s "$build/$set.tar.xz") bytes .tar.xz"
+  key=$( (echo "recipe $recipe"; awk -v s="$set" '$1 == s' "$pins") | sha256sum | cut -c1-16)
+  blob=$cache/blobs/$set-$key.tar.xz
+  if [ ! -s "$blob" ]; then
+    stage=$build/$set
+    # shellcheck disable=SC2046
+    python3 -m pip install --quiet --disable-pip-version-check --no-compile --no-index --target "$stage" \
+      "${target_flags[@]}" $(for w in $wheels; do echo "$cache/$w"; done)
+    case $set in
+      lmdeploy) rm -f "$stage"/lmdeploy/turbomind/_turbomind*.so "$stage"/lmdeploy/turbomind/lib64/libxgrammar.a ;;
+      vllm) rm -f "$stage"/vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so "$stage"/vllm/_moe_C.abi3.so ;;
+    esac
+    find "$stage" -name __pycache__ -prune -exec rm -rf {} +
+    rm -rf "$stage/bin"
+    tar -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner -cf - . | xz -T2 -9 > "$blob.tmp"
+    mv "$blob.tmp" "$blob"
+    echo "$set: $(du -sb "$stage" | cut -f1) bytes of files -> $(stat -c %s "$blob") bytes .tar.xz"
+    rm -rf "$stage"
+  fi
+  blob_args+=(--blob "$set=$blob")
 done
 
 # 5. the carries
 tree=$(git ls-files -z -co --exclude-standard | xargs -0 stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s }')
-[ -n "$capacity" ] || capacity=$(( 64 * 1048576 - tree - 1048576 ))
-python3 bench/gpu/peers_stash.py pack --out "$out" --capacity "$capacity" --blob common="$build/common.tar.xz" \
-  --blob lmdeploy="$build/lmdeploy.tar.xz" --blob vllm="$build/vllm.tar.xz" > "$out/manifest.json"
+[ -n "$capacity" ] || capacity=$(( 64 * 1048576 - tree - 3 * 1048576 ))
+python3 bench/gpu/peers_stash.py pack --out "$out" --capacity "$capacity" "${blob_args[@]}" > "$out/manifest.json"
 rm -rf "$build"
 carries=$(ls -d "$out"/c* | wc -l)
 for c in $(seq 1 "$carries"); do
   bytes=$(du -cb "$out/c$c" | tail -1 | cut -f1)
-  echo "c$c: $bytes bytes + tree $tree = $(( (bytes + tree) * 100 / 1048576 ))/100 MiB (limit 64): $(ls "$out/c$c" | grep -c part) parts"
+  echo "c$c: $bytes bytes + tree $tree = $(awk -v b=$(( bytes + tree )) 'BEGIN { printf "%.2f", b / 1048576 }') MiB (limit 64): $(ls "$out/c$c" | grep -c part) parts"
 done
 python3 - "$out/manifest.json" <<'EOF'
 import json, sys

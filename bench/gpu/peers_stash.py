@@ -138,7 +138,11 @@ def unpack(stash_dir, root):
         os.makedirs(tmp)
         try:
             with tarfile.open(joined, "r:*") as archive:
-                archive.extractall(tmp, members=list(_safe_members(archive, tmp)))
+                members = list(_safe_members(archive, tmp))
+                if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4: the standard library's own guard too
+                    archive.extractall(tmp, members=members, filter="data")
+                else:
+                    archive.extractall(tmp, members=members)
         except (tarfile.TarError, ValueError, OSError) as e:
             result["errors"][blob["name"]] = f"unpacking failed: {e}"
             shutil.rmtree(tmp, ignore_errors=True)

@@ -5,7 +5,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/stats_fields.h"
 
 namespace fovea {
 
@@ -116,13 +118,14 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
   int64_t id;
   {
     std::lock_guard lock(mutex_);
-    FOVEA_CHECK(accepting_, "engine is not accepting requests (draining or stopped)");
+    if (!accepting_) throw NotAcceptingError("engine is not accepting requests (draining or stopped)");
     id = next_id_++;
     in_flight_.emplace(id, std::move(entry));
   }
   std::string refusal;
+  bool queue_full = false;
   try {
-    refusal = place(id);
+    refusal = place(id, &queue_full);
   } catch (...) {
     std::lock_guard lock(mutex_);
     in_flight_.erase(id);
@@ -130,13 +133,16 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
     throw;
   }
   if (refusal.empty()) return id;
-  std::lock_guard lock(mutex_);
-  in_flight_.erase(id);
-  if (in_flight_.empty()) idle_.notify_all();
-  throw Error(refusal);
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(id);
+    if (in_flight_.empty()) idle_.notify_all();
+  }
+  if (queue_full) throw QueueFullError(refusal);
+  throw EngineFailedError(refusal);
 }
 
-std::string DataParallelService::place(int64_t id) {
+std::string DataParallelService::place(int64_t id, bool* full) {
   std::string queue_full;  // the last "queue full" refusal, reported when no engine takes the request
   for (;;) {
     size_t engine;
@@ -148,7 +154,8 @@ std::string DataParallelService::place(int64_t id) {
       InFlight& f = in_flight_.at(id);
       const int chosen = choose_engine(f.has_image ? &f.image : nullptr, f.tried);
       if (chosen < 0) {
-        if (!queue_full.empty()) return queue_full;
+        *full = !queue_full.empty();
+        if (*full) return queue_full;
         std::string last;
         for (const Slot& s : slots_) last = s.failure.empty() ? last : s.label + ": " + s.failure;
         return str(kEngineFailedPrefix, ": no working engine left (", last, ")");
@@ -170,19 +177,18 @@ std::string DataParallelService::place(int64_t id) {
     int64_t engine_id = -1;
     try {
       engine_id = slots_[engine].service->submit(*request, std::move(wrapped));
-    } catch (const std::exception& e) {
+    } catch (const QueueFullError& e) {
+      unplace(engine, work);
+      queue_full = e.what();
+      continue;
+    } catch (const EngineFailedError& e) {
+      unplace(engine, work);
       std::lock_guard lock(mutex_);
-      slots_[engine].queued_work -= work;
-      slots_[engine].in_flight--;
-      if (is_queue_full_error(e)) {
-        queue_full = e.what();
-        continue;
-      }
-      if (is_engine_failure_error(e.what())) {
-        mark_failed(engine, e.what());
-        continue;
-      }
-      throw;  // the request's own fault: every engine would say the same
+      mark_failed(engine, e.what());
+      continue;
+    } catch (...) {
+      unplace(engine, work);
+      throw;  // the request's own fault, or a draining engine: every engine would say the same
     }
     bool cancel_now = false;
     {
@@ -197,6 +203,12 @@ std::string DataParallelService::place(int64_t id) {
     if (cancel_now) slots_[engine].service->cancel(engine_id);
     return "";
   }
+}
+
+void DataParallelService::unplace(size_t engine, int64_t work) {
+  std::lock_guard lock(mutex_);
+  slots_[engine].queued_work -= work;
+  slots_[engine].in_flight--;
 }
 
 void DataParallelService::on_event(int64_t id, int attempt, const RequestEvent& event) {
@@ -260,8 +272,9 @@ void DataParallelService::retry(int64_t id, RequestEvent failure, std::shared_pt
     (*callback)(void_so_far);
   }
   std::string refusal;
+  bool queue_full = false;
   try {
-    refusal = place(id);
+    refusal = place(id, &queue_full);
   } catch (const std::exception& e) {
     refusal = e.what();
   }
@@ -315,24 +328,7 @@ EngineStats DataParallelService::stats() const {
         if (s.failure.empty()) s.failure = slots_[i].failure;
       }
     }
-    total.requests_submitted += s.requests_submitted;
-    total.requests_finished += s.requests_finished;
-    total.requests_failed += s.requests_failed;
-    total.prompt_tokens += s.prompt_tokens;
-    total.completion_tokens += s.completion_tokens;
-    total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
-    total.prefill_tokens += s.prefill_tokens;
-    total.inflight_prefix_waits += s.inflight_prefix_waits;
-    total.inflight_prefix_hit_tokens += s.inflight_prefix_hit_tokens;
-    total.vision_cache_hits += s.vision_cache_hits;
-    total.vision_cache_misses += s.vision_cache_misses;
-    total.queue_depth += s.queue_depth;
-    total.running += s.running;
-    total.kv_blocks_total += s.kv_blocks_total;
-    total.kv_blocks_used += s.kv_blocks_used;
-    total.preprocess_ms += s.preprocess_ms;
-    total.vit_ms += s.vit_ms;
-    total.llm_ms += s.llm_ms;
+    add_stats(total, s);
     total.failed = total.failed && s.failed;
     total.engines.push_back(std::move(s));
   }

@@ -90,9 +90,11 @@ class DataParallelService final : public InferenceService {
   int choose_engine(const Hash128* image, const std::vector<bool>& excluded) const;
   void remember_image(const Hash128& image, size_t engine);
   void mark_failed(size_t engine, const std::string& why);
-  // Sends request `id` to a working engine it has not tried. "" when one took it; else why none did (the last
-  // queue-full or engine-failed refusal). A refusal that is the request's own fault is thrown.
-  std::string place(int64_t id);
+  // Sends request `id` to a working engine it has not tried. "" when one took it; else why none did, with
+  // *queue_full telling a full queue (QueueFullError) from no working engine (EngineFailedError). Any other
+  // refusal (the request's own fault, a draining engine) is thrown.
+  std::string place(int64_t id, bool* queue_full);
+  void unplace(size_t engine, int64_t work);  // undoes place()'s bookkeeping for an engine that refused
   void on_event(int64_t id, int attempt, const RequestEvent& event);
   // The request's final event, on an engine thread: true when it is to run again (its engine failed).
   bool on_final(int64_t id, RequestEvent& event, std::shared_ptr<RequestCallback>* callback, bool* restart);

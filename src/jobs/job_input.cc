@@ -21,13 +21,15 @@ namespace {
 // kMaxInputLineBytes is passed as "" with too_long set, after skipping to its end without keeping it.
 template <typename Fn>
 void for_each_line(const std::string& path, Fn fn) {
+  // The user's own command gets these (a one-line message, exit 1), without the file:line of FOVEA_CHECK.
+  const auto refuse = [&](const std::string& why) { throw Error(str("the input file ", path, " ", why)); };
   struct stat st {};
-  FOVEA_CHECK(::stat(path.c_str(), &st) == 0, "cannot open the input file ", path, ": ", std::strerror(errno));
-  FOVEA_CHECK(!S_ISDIR(st.st_mode), "the input file ", path, " is a directory (use --images DIR for images)");
+  if (::stat(path.c_str(), &st) != 0) refuse(str("cannot be opened: ", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode)) refuse("is a directory (use --images DIR for a directory of images)");
   // A pipe (--input <(...)) is read as it comes; a device is no input file (/dev/zero never ends a line).
-  FOVEA_CHECK(S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode), "the input file ", path, " is not a regular file or pipe");
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) refuse("is not a regular file or a pipe");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  FOVEA_CHECK(fd >= 0, "cannot open the input file ", path, ": ", std::strerror(errno));
+  if (fd < 0) refuse(str("cannot be opened: ", std::strerror(errno)));
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
@@ -39,7 +41,7 @@ void for_each_line(const std::string& path, Fn fn) {
   for (;;) {
     const ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    FOVEA_CHECK(n >= 0, "cannot read the input file ", path, ": ", std::strerror(errno));
+    if (n < 0) refuse(str("cannot be read: ", std::strerror(errno)));
     if (n == 0) break;
     for (const char* p = chunk; p < chunk + n;) {
       const char* end = static_cast<const char*>(std::memchr(p, '\n', size_t(chunk + n - p)));

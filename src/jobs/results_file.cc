@@ -85,12 +85,18 @@ int drop_failed_records(const std::string& path) {
   in.close();
   if (dropped == 0) return 0;
   const std::string temp = path + ".tmp";
-  {
-    ResultsWriter out(temp);
-    FOVEA_CHECK(::truncate(temp.c_str(), 0) == 0, "cannot truncate ", temp, ": ", std::strerror(errno));
-    out.append(kept);
+  try {
+    {
+      ResultsWriter out(temp);
+      FOVEA_CHECK(::truncate(temp.c_str(), 0) == 0, "cannot truncate ", temp, ": ", std::strerror(errno));
+      out.append(kept);
+    }
+    FOVEA_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot replace ", path, ": ", std::strerror(errno));
+  } catch (...) {
+    // A full disk (or any failure) leaves the results as they were, and no half-written copy beside them.
+    ::unlink(temp.c_str());
+    throw;
   }
-  FOVEA_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot replace ", path, ": ", std::strerror(errno));
   // The rename itself is durable only once the directory is synced.
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);

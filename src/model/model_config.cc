@@ -50,6 +50,15 @@ void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
   l->head_dim = s.get_int("head_dim", default_head_dim);
   l->ffn = s.get_int("intermediate_size");
   l->vocab = s.get_int("vocab_size");
+  // The tokenizer files decide BOS and EOS (model/special_tokens.cc), but ids the config states outside the
+  // vocabulary say that config and weights belong to different models.
+  for (const char* key : {"bos_token_id", "eos_token_id"}) {
+    if (!s.has(key)) continue;
+    const nlohmann::json& value = s.json[key];
+    for (const nlohmann::json& id : value.is_array() ? value : nlohmann::json::array({value}))
+      FOVEA_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < l->vocab, s.where, ".",
+                  key, " ", excerpt(id.dump()), " is outside the vocabulary (vocab_size ", l->vocab, ")");
+  }
   // A zero or negative epsilon / rope base loads and then answers NaN logits (token 0): refuse them here.
   l->rms_eps = float(s.get_positive("rms_norm_eps", 1e-6));
   double theta = s.get_positive("rope_theta", 10000.0);

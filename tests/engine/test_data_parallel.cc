@@ -25,14 +25,14 @@ class HoldingEngine final : public InferenceService {
   std::mutex mutex;
   std::vector<Held> held;
   std::vector<int64_t> cancelled;
-  bool refuse_as_failed = false;  // submit() throws "engine failed"
-  bool refuse_as_full = false;    // submit() throws "queue full"
+  bool refuse_as_failed = false;  // submit() throws EngineFailedError
+  bool refuse_as_full = false;    // submit() throws QueueFullError
   int finished = 0;
 
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex);
-    if (refuse_as_failed) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
-    if (refuse_as_full) FOVEA_FAIL("queue full: test");
+    if (refuse_as_failed) throw EngineFailedError("engine failed: device lost");
+    if (refuse_as_full) throw QueueFullError("queue full: test");
     const int64_t id = 100 + int64_t(held.size());
     held.push_back({id, std::move(request), std::move(callback)});
     return id;
@@ -151,8 +151,8 @@ TEST(DataParallel, AFullEngineHandsTheRequestToTheNextAndAllFullIsQueueFull) {
   try {
     rig.submit(1);
     FAIL() << "every engine full should be queue full";
-  } catch (const std::exception& e) {
-    EXPECT_TRUE(is_queue_full_error(e)) << e.what();
+  } catch (const QueueFullError& e) {
+    EXPECT_NE(std::string(e.what()).find("queue full: test"), std::string::npos) << e.what();
   }
 }
 
@@ -160,9 +160,9 @@ TEST(DataParallel, AFailedEngineLeavesTheRotationAndStatsSaySo) {
   Rig rig(2, /*retries=*/0);  // its failure reaches the caller
   rig.submit(1, "photo-A");  // -> 0
   rig.submit(1);             // -> 1
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": CUDA error");
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
   ASSERT_EQ(rig.finals.size(), 1u);
-  EXPECT_TRUE(is_engine_failure_error(rig.finals[0].error));
+  EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
   EXPECT_NE(rig.finals[0].error.find("cpu#0"), std::string::npos) << rig.finals[0].error;
   rig.submit(50, "photo-A");  // its engine is out: affinity gives way
   rig.submit(50);
@@ -188,8 +188,8 @@ TEST(DataParallel, AnEngineThatRefusesAsFailedIsSkippedAndNoneLeftIsAnEngineFail
   try {
     rig.submit(1);
     FAIL() << "no engine left should throw";
-  } catch (const std::exception& e) {
-    EXPECT_TRUE(is_engine_failure_error(e.what())) << e.what();
+  } catch (const EngineFailedError& e) {
+    EXPECT_NE(std::string(e.what()).find("no working engine left"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(rig.service->stats().failed);
 }
@@ -201,7 +201,7 @@ TEST(DataParallel, ARequestWhoseEngineFailedRunsAgainOnAnotherWithTheSameSeed) {
   delta.text_delta = "half an answ";
   delta.token_delta = {7};
   rig.engines[0]->held[0].callback(delta);
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": CUDA error");
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
   ASSERT_EQ(rig.held(), (std::vector<size_t>{1, 1})) << "the request went to engine 1";
   EXPECT_TRUE(rig.finals.empty()) << rig.finals[0].error;
   ASSERT_EQ(rig.events.size(), 2u);
@@ -225,9 +225,9 @@ TEST(DataParallel, ARequestWhoseEngineFailedRunsAgainOnAnotherWithTheSameSeed) {
 TEST(DataParallel, ARetryIsOnceAndNeverOnAnEngineTheRequestWasOn) {
   Rig rig(3);
   rig.submit(1);  // -> 0
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": lost");
+  rig.engines[0]->finish(0, "engine failed: lost");
   ASSERT_EQ(rig.held(), (std::vector<size_t>{1, 1, 0}));
-  rig.engines[1]->finish(0, std::string(kEngineFailedPrefix) + ": lost too");
+  rig.engines[1]->finish(0, "engine failed: lost too");
   ASSERT_EQ(rig.finals.size(), 1u) << "one retry, not two";
   EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
   EXPECT_NE(rig.finals[0].error.find("cpu#1"), std::string::npos) << rig.finals[0].error;
@@ -239,7 +239,7 @@ TEST(DataParallel, WithNoEngineLeftTheFailureStandsAndSaysWhy) {
   Rig rig(2);
   rig.submit(1);  // -> 0
   rig.engines[1]->refuse_as_failed = true;
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": CUDA error");
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
   ASSERT_EQ(rig.finals.size(), 1u);
   EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
   EXPECT_NE(rig.finals[0].error.find("not retried"), std::string::npos) << rig.finals[0].error;
@@ -250,7 +250,7 @@ TEST(DataParallel, ACancelledRequestIsNotRetried) {
   Rig rig(2);
   const int64_t id = rig.submit(1);  // -> 0
   rig.service->cancel(id);
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": lost");
+  rig.engines[0]->finish(0, "engine failed: lost");
   EXPECT_EQ(rig.held(), (std::vector<size_t>{1, 0}));
   ASSERT_EQ(rig.finals.size(), 1u);
 }
@@ -264,7 +264,7 @@ class FlakyEngine final : public InferenceService {
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex_);
     const int n = submitted_++;
-    if (fail_from_ >= 0 && n > fail_from_) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
+    if (fail_from_ >= 0 && n > fail_from_) throw EngineFailedError("engine failed: device lost");
     const bool fail = fail_from_ >= 0 && n >= fail_from_;
     threads_.emplace_back([request, callback, fail] {
       RequestEvent ev;
@@ -273,7 +273,7 @@ class FlakyEngine final : public InferenceService {
       RequestEvent final;
       final.finished = true;
       final.finish_reason = fail ? "error" : "length";
-      if (fail) final.error = std::string(kEngineFailedPrefix) + ": device lost";
+      if (fail) final.error = "engine failed: device lost";
       if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
     });

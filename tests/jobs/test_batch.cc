@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -252,6 +254,33 @@ TEST_F(BatchFiles, FifosDirectoriesAndDevicesFailTheirOwnTask) {
   EXPECT_NE(error["link"].find("is not a regular file (a FIFO)"), std::string::npos) << error["link"];
   EXPECT_NE(error["dir"].find("is a directory"), std::string::npos) << error["dir"];
   EXPECT_NE(error["dev"].find("is not a regular file (a character device)"), std::string::npos) << error["dev"];
+}
+
+// --retry-failed on a full disk: the rewrite fails, the results stay as they were and no results.jsonl.tmp is left
+// behind. A file-size limit (RLIMIT_FSIZE) stands in for the full disk: writes past it fail with EFBIG.
+TEST_F(BatchFiles, RetryFailedOnAFullDiskLeavesNoTemporaryFile) {
+  const fs::path out = dir_ / "results.jsonl";
+  std::string before;
+  for (int i = 0; i < 200; ++i) before += R"({"id":"t)" + std::to_string(i) + R"(","text":"some answer text","ms":1})" "\n";
+  before += R"({"id":"bad","text":"","error":"x","ms":1})" "\n";
+  std::ofstream(out) << before;
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 1024;  // the kept records need about 10 KB
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    drop_failed_records(out.string());
+  } catch (const Error&) {
+    threw = true;
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_FALSE(fs::exists(dir_ / "results.jsonl.tmp"));
+  EXPECT_EQ(read_all(out), before);
 }
 
 TEST_F(BatchFiles, RetryFailedRunsErrorRecordsAgain) {

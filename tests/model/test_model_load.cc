@@ -425,6 +425,41 @@ TEST(BadCheckpoint, UntiedModelWithoutLmHead) {
   EXPECT_NE(message.find("language_model.output.weight"), std::string::npos) << message;
 }
 
+// A config naming fewer LLM layers than the checkpoint holds used to load and silently skip the rest.
+TEST(BadCheckpoint, FewerLayersInTheConfigThanInTheWeights) {
+  ScratchDir dir("fewer_layers");
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
+  bool edited = false;
+  test::edit_config(dir.path().string(), [&](std::string& text) {
+    const std::string llm = "\"llm_config\"";
+    const size_t at = text.find("\"num_hidden_layers\": 2", text.find(llm));
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 22, "\"num_hidden_layers\": 1");
+    edited = true;
+  });
+  ASSERT_TRUE(edited);
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("num_hidden_layers is 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("language_model.model.layers.1."), std::string::npos) << message;
+}
+
+// bos/eos ids that config.json states outside the vocabulary are refused, naming the key and the value.
+TEST(BadCheckpoint, BosOrEosOutsideTheVocabulary) {
+  for (const char* edit : {"\"eos_token_id\": 2", "\"bos_token_id\": 1"}) {
+    ScratchDir dir("bad_special_ids");
+    test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
+    const std::string key = std::string(edit).substr(0, std::string(edit).find(':'));
+    test::edit_config(dir.path().string(), [&](std::string& text) {
+      const size_t at = text.find(edit);
+      ASSERT_NE(at, std::string::npos) << edit;
+      text.replace(at, std::string(edit).size(), key + ": 99999");
+    });
+    const std::string message = error_of([&] { load_model(dir.path().string()); });
+    EXPECT_NE(message.find(key.substr(1, key.size() - 2) + " 99999 is outside the vocabulary"), std::string::npos)
+        << message;
+  }
+}
+
 TEST(WeightMap, RegroupsInternLM2Wqkv) {
   LlmConfig l;
   l.heads = 4, l.kv_heads = 2, l.head_dim = 1, l.hidden = 1;

@@ -266,6 +266,11 @@ def test_stats_report_every_counter_and_each_replica(demo_model, images):
     assert stats["completion_tokens"] == 12 and stats["kv_blocks_total"] > 0 and stats["kv_blocks_used"] == 0
     assert stats["failed"] is False and stats["llm_ms"] > 0
     assert [e["engine"] for e in stats["engines"]] == ["cpu#0", "cpu#1"]
+    # Every field of the one EngineStats table (engine/stats_fields.h), for the total and for each engine.
+    from fovea import _fovea
+    names = [name for name, _, _ in _fovea.stats_fields()]
+    assert list(stats) == names + ["engines"]
+    assert all(list(e) == names + ["engines"] for e in stats["engines"])
     for key in ("requests_finished", "prompt_tokens", "prefill_tokens", "completion_tokens"):
         assert sum(e[key] for e in stats["engines"]) == stats[key], key
 

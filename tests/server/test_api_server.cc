@@ -496,7 +496,7 @@ class FailingEngine final : public InferenceService {
  public:
   int64_t submit(Request, RequestCallback callback) override {
     std::lock_guard lock(mutex_);
-    if (failed_) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
+    if (failed_) throw EngineFailedError("engine failed: device lost");
     held_.push_back(std::move(callback));
     arrived_.notify_all();
     return int64_t(held_.size());
@@ -526,7 +526,7 @@ class FailingEngine final : public InferenceService {
       RequestEvent final_event;
       final_event.finished = true;
       final_event.finish_reason = "error";
-      final_event.error = std::string(kEngineFailedPrefix) + ": device lost";
+      final_event.error = "engine failed: device lost";
       final_event.error_kind = ErrorKind::EngineFailed;
       callback(final_event);
     }

@@ -188,7 +188,8 @@ def llm_config(l, fmt, t=None, ids=None):
                                "original_max_position_embeddings": 4096, "truncate": False},
                  eos_token_id=ids["<|im_end|>"], max_position_embeddings=131072, rms_norm_eps=1e-05)
     elif arch == "Phi3ForCausalLM":
-        c.update(model_type="phi3", attention_dropout=0.0, bos_token_id=1, eos_token_id=32000, embd_pdrop=0.0,
+        # eos 2 (</s>): the real 32000 lies past the stand-in's small vocabulary, which the loader refuses.
+        c.update(model_type="phi3", attention_dropout=0.0, bos_token_id=1, eos_token_id=2, embd_pdrop=0.0,
                  original_max_position_embeddings=4096, resid_pdrop=0.0, sliding_window=262144, rms_norm_eps=1e-05,
                  rope_scaling={"type": "su", "long_factor": [1.0] * 4, "short_factor": [1.0] * 4},
                  max_position_embeddings=131072)
