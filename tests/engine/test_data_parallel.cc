@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -192,18 +193,39 @@ TEST(DataParallel, AnEngineThatRefusesAsFailedIsSkippedAndNoneLeftIsAnEngineFail
   EXPECT_TRUE(rig.service->stats().failed);
 }
 
-// Answers every request at once on its own thread; from request `fail_from` on it behaves like a failed device:
-// requests end with an engine-failure error and later submits are refused.
+// Opened once; waited on by any number of threads.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool open = false;
+  void release() {
+    {
+      std::lock_guard lock(mutex);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [this] { return open; });
+  }
+};
+
+// Answers every request on its own thread (after `wait_for` opens, when given); from request `fail_from` on it
+// behaves like a failed device: requests end with an engine-failure error (then `failed` opens) and later
+// submits are refused.
 class FlakyEngine final : public InferenceService {
  public:
-  explicit FlakyEngine(int fail_from) : fail_from_(fail_from) {}
+  explicit FlakyEngine(int fail_from, Gate* wait_for = nullptr, Gate* failed = nullptr)
+      : fail_from_(fail_from), wait_for_(wait_for), failed_(failed) {}
   ~FlakyEngine() override { drain(); }
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex_);
     const int n = submitted_++;
     if (fail_from_ >= 0 && n > fail_from_) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
     const bool fail = fail_from_ >= 0 && n >= fail_from_;
-    threads_.emplace_back([request, callback, fail] {
+    threads_.emplace_back([this, request, callback, fail] {
+      if (wait_for_ != nullptr) wait_for_->wait();
       RequestEvent ev;
       ev.text_delta = request.prompt + "!";
       callback(ev);
@@ -213,6 +235,7 @@ class FlakyEngine final : public InferenceService {
       if (fail) final.error = std::string(kEngineFailedPrefix) + ": device lost";
       if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
+      if (fail && failed_ != nullptr) failed_->release();
     });
     return n;
   }
@@ -228,15 +251,22 @@ class FlakyEngine final : public InferenceService {
 
  private:
   int fail_from_;
+  Gate* wait_for_;
+  Gate* failed_;
   int submitted_ = 0;
   std::mutex mutex_;
   std::vector<std::thread> threads_;
 };
 
 TEST(DataParallel, AReplicaFailingMidBatchLosesNoRequest) {
+  // cpu#0 answers nothing until cpu#1 has failed, so requests are in flight on cpu#0 when cpu#1 fails and cpu#1
+  // surely gets one: the first or the second (cpu#0 then holds more queued work). (cpu#1 failing from its 4th
+  // request, as this test had it, depended on how fast the threads answered: under ThreadSanitizer cpu#0 could
+  // take all but 3, and cpu#1 never failed.)
+  Gate cpu1_failed;
   std::vector<std::unique_ptr<InferenceService>> engines;
-  engines.push_back(std::make_unique<FlakyEngine>(-1));
-  engines.push_back(std::make_unique<FlakyEngine>(3));
+  engines.push_back(std::make_unique<FlakyEngine>(-1, &cpu1_failed));
+  engines.push_back(std::make_unique<FlakyEngine>(0, nullptr, &cpu1_failed));
   DataParallelService service(std::move(engines), {"cpu#0", "cpu#1"});
   const size_t jobs = 40;
   std::vector<std::string> texts(jobs);
