@@ -12,12 +12,14 @@
 #include <mutex>
 
 #include "batch.h"
+#include "core/local_file.h"
 #include "engine/service.h"
+#include "engine/stats_fields.h"
 #include "engine/stats_json.h"
 #include "model/model_desc.h"
 #include "media/media.h"
 #include "openai/protocol.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace nb = nanobind;
@@ -78,6 +80,26 @@ Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string
   job.request.tiling = parse_tiling(tiling);
   job.request.max_tiles = max_tiles;
   return job;
+}
+
+// A local image file through the one reader every door uses (core/local_file.h): a FIFO, device or directory
+// is refused at once instead of blocking the caller, the size is checked before reading. OSError on refusal,
+// so a Request's Result carries it like any unreadable file.
+nb::bytes read_image_file(const std::string& path, int64_t max_bytes) {
+  std::string bytes;
+  {
+    nb::gil_scoped_release release;
+    try {
+      LocalFileLimits limits;
+      limits.max_bytes = max_bytes;
+      bytes = read_local_file(path, limits, "image file");
+    } catch (const LocalFileError& e) {
+      nb::gil_scoped_acquire acquire;
+      PyErr_SetString(PyExc_OSError, e.what());
+      throw nb::python_error();
+    }
+  }
+  return nb::bytes(bytes.data(), bytes.size());
 }
 
 // The model's tokenizer and chat template, loaded from the model directory on first use (Engine.tokenizer).
@@ -151,6 +173,14 @@ class EngineHandle {
   std::shared_ptr<InferenceService> service_;
 };
 
+// (name, kind, help) of every EngineStats field that Engine.stats() returns (engine/stats_fields.h).
+std::vector<std::tuple<std::string, std::string, std::string>> stats_fields() {
+  static const char* kKinds[] = {"counter", "gauge", "health", "label"};
+  std::vector<std::tuple<std::string, std::string, std::string>> out;
+  for (const StatField& field : engine_stats_fields()) out.emplace_back(field.name, kKinds[int(field.kind)], field.help);
+  return out;
+}
+
 }  // namespace
 }  // namespace fovea::py
 
@@ -219,6 +249,8 @@ NB_MODULE(_fovea, m) {
         nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
         nb::arg("max_image_bytes"), nb::arg("error"));
   m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
+  m.def("stats_fields", &stats_fields);
+  m.def("read_image_file", &read_image_file, nb::arg("path"), nb::arg("max_bytes"));
 
   nb::class_<Batch>(m, "Batch")
       .def("next", &Batch::next)

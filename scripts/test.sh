@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 status=0
 # The shipping binary reads only the FOVEA_* variables the README documents.
 python3 scripts/check_env_vars.py build/fovea || status=1
+# No product file includes or links a module of a higher layer (the order is in the script and docs/design.md).
+python3 scripts/check_layers.py || status=1
 results="$PWD/build/test-results"
 rm -rf "$results" && mkdir -p "$results"
 (cd build && GTEST_OUTPUT="xml:$results/" ctest --output-on-failure -j "$(nproc)" --timeout 900) || status=1

@@ -45,7 +45,12 @@ fi
 mkdir -p "$dir/fuzz-logs"
 run_one() {
   local target=$1 log="$dir/fuzz-logs/$1.log"
-  if FOVEA_SANITIZE_DIR=$dir ./scripts/fuzz.sh "$target" "$seconds" >"$log" 2>&1; then result=ok; else result=FAILED; fi
+  # Built above, all at once: two fuzzers run side by side, and must not both build in $dir.
+  if FOVEA_SANITIZE_DIR=$dir FOVEA_FUZZ_BUILD=0 ./scripts/fuzz.sh "$target" "$seconds" >"$log" 2>&1; then
+    result=ok
+  else
+    result=FAILED
+  fi
   local execs cov
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$' || echo "?")

@@ -25,7 +25,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "smollm2"))
 import smollm2_prompts as P  # noqa: E402
 from fidelity import load_tasks, metrics  # noqa: E402
 

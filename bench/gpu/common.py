@@ -66,6 +66,25 @@ def read_json(path, default=None):
         return default
 
 
+def write_md_and_json(out_dir, stem, text, data):
+    """A report's table and data as OUT_DIR/STEM.md and STEM.json."""
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, stem + ".md"), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    write_json(os.path.join(out_dir, stem + ".json"), data)
+    return text
+
+
+def tail(path, chars):
+    """The last `chars` characters of a log file ("" if it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - chars))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def read_jsonl(path):
     """Records of a JSONL file; a torn last line (a run killed mid-write) is skipped."""
     out = []
@@ -148,13 +167,18 @@ def load_pixel_values(path):
 
 # ---- the FLOP model of PERF.md, with the parameter counts taken from the model's config ----
 
+def _first(value):
+    return value[0] if isinstance(value, (list, tuple)) else value
+
+
 def model_dims(config):
-    """The numbers the FLOP model needs, from an InternVLConfig (or its JSON dict)."""
+    """The numbers the FLOP model needs, from an InternVLConfig or a config.json dict of either layout: the -hf
+    one (text_config) or InternVL's original one (llm_config; InternViT-6B's vision_config too). head_dim as the
+    config gives it (Qwen3: heads x head_dim may differ from the hidden size)."""
     cfg = config if isinstance(config, dict) else config.to_dict()
-    v, t = cfg["vision_config"], cfg["text_config"]
+    v, t = cfg["vision_config"], cfg.get("text_config") or cfg["llm_config"]
     c, m, n_vit = v["hidden_size"], v["intermediate_size"], v["num_hidden_layers"]
-    patch = v["patch_size"][0] if isinstance(v["patch_size"], (list, tuple)) else v["patch_size"]
-    image = v["image_size"][0] if isinstance(v["image_size"], (list, tuple)) else v["image_size"]
+    patch, image = _first(v["patch_size"]), _first(v["image_size"])
     h, f, n_llm = t["hidden_size"], t["intermediate_size"], t["num_hidden_layers"]
     heads, kv = t["num_attention_heads"], t.get("num_key_value_heads") or t["num_attention_heads"]
     head_dim = t.get("head_dim") or h // heads
@@ -169,16 +193,25 @@ def model_dims(config):
     }
 
 
-def request_flops(dims, tiles, text_tokens):
-    """PERF.md: ViT T x (2 P_vit 1025 + 24 x 4 x 1025^2 x 1024), projector 2 P_proj 256 T,
-    LLM 2 P_llm L + layers x 4 x width x L^2 / 2 (causal attention), lm_head once."""
+def request_flop_parts(dims, tiles, text_tokens, output_tokens=1):
+    """PERF.md's model split by where the work runs: ViT T x (2 P_vit 1025 + layers x 4 x 1025^2 x width),
+    projector 2 P_proj 256 T, the LLM's linears 2 P_llm L and its causal attention layers x 4 x width x L^2 / 2
+    over the L = 256 T + text prompt tokens, lm_head once per output token; each output token after the first
+    adds one decode step (2 P_llm + layers x 4 x width x its position)."""
     n = dims["vit_tokens"]
-    vit = tiles * (2 * dims["vit_params"] * n + dims["vit_layers"] * 4 * n * n * dims["vit_hidden"])
-    proj = 2 * dims["proj_params"] * TOKENS_PER_TILE * tiles
     seq = TOKENS_PER_TILE * tiles + text_tokens
-    llm = 2 * dims["llm_params"] * seq + dims["llm_layers"] * 4 * dims["attn_width"] * seq * seq / 2
-    head = 2 * dims["llm_hidden"] * dims["vocab"]
-    return vit + proj + llm + head
+    decode = range(1, max(1, output_tokens))
+    return {
+        "vit": tiles * (2 * dims["vit_params"] * n + dims["vit_layers"] * 4 * n * n * dims["vit_hidden"]),
+        "projector": 2 * dims["proj_params"] * TOKENS_PER_TILE * tiles,
+        "llm_linear": 2 * dims["llm_params"] * (seq + len(decode)),
+        "llm_attention": dims["llm_layers"] * 4 * dims["attn_width"] * (seq * seq / 2 + sum(seq + t for t in decode)),
+        "lm_head": 2 * dims["llm_hidden"] * dims["vocab"] * max(1, output_tokens),
+    }
+
+
+def request_flops(dims, tiles, text_tokens, output_tokens=1):
+    return sum(request_flop_parts(dims, tiles, text_tokens, output_tokens).values())
 
 
 def die(msg):

@@ -111,21 +111,12 @@ def run(args):
                "qpm_wall": 60.0 * len(records) / wall if records else None,
                "peak_gpu_mem_gb": sampler.peak_mib * 1.048576e6 / 1e9 if sampler.peak_mib else None,
                "gpu_clocks": sampler.summary(since=watcher.times[0] if watcher.times else None),
-               "qpm_reported": reported_qpm(tail(args.log, 4000)),
-               "log_tail": tail(args.log, 2000)}
+               "qpm_reported": reported_qpm(common.tail(args.log, 4000)),
+               "log_tail": common.tail(args.log, 2000)}
     common.write_json(args.summary, summary)
     common.log(f"fovea {args.name}: {len(records)}/{len(tasks)} done ({len(errors)} errors) in {wall:.1f} s, "
                f"steady {fmt(summary['qpm_steady'])} QPM, exit {proc.returncode}{' TIMEOUT' if timed_out else ''}")
     return summary
-
-
-def tail(path, chars):
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - chars))
-            return f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
 
 
 def reported_qpm(log_text):

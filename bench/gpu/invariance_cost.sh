@@ -18,7 +18,7 @@ if [ "${1:-}" = --stage ]; then  # binaries stripped and xz-compressed (a call c
   du -sh .carry/final .carry/photos .carry/tokenizers
   exit 0
 fi
-source bench/kernels/device_common.sh
+source bench/gpu/device_common.sh
 device_dirs invariance_cost
 BIN=/tmp/fovea_invariance_bin
 mkdir -p "$BIN"

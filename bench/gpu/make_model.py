@@ -7,7 +7,8 @@ with --variant qwen2 --size 72b the LLM is Qwen2.5-72B-shaped (InternVL2.5/3-78B
 Built with `_from_config` under the target device in bf16 with a fixed seed. Default init (std 0.02) leaves
 biases, norms, layer scales, the CLS token and the position embeddings at constants (zeros/ones); this script
 perturbs them all so a loader or kernel that drops one of them changes the answers. Writes safetensors shards,
-config.json, the tokenizer files and model.json (what was built, how long it took).
+config.json, the tokenizer files and model.json (what was built, how long it took), and for --variant internlm2
+the files vLLM and LMDeploy need to load it too (peer_files.py).
 """
 import argparse
 import json
@@ -18,6 +19,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+import peer_files  # noqa: E402
 
 # InternLM2 special tokens as InternVL2-8B's tokenizer_config.json declares them: 92538-92543 rename pieces that
 # tokenizer.model calls [UNUSED_TOKEN_141..146]; 92544+ lie above its 92,544 pieces.
@@ -127,6 +129,17 @@ def annotate_config(out, template):
     common.write_json(path, cfg)
 
 
+def add_peer_files(out, variant):
+    """The files vLLM and LMDeploy need besides Fovea's and transformers' (peer_files.py). A failure here is
+    logged and leaves the checkpoint as Fovea and transformers use it."""
+    added = INTERNLM2_ADDED if variant == "internlm2" else QWEN2_ADDED
+    try:
+        return peer_files.write_peer_files(out, variant, added)
+    except Exception as e:  # noqa: BLE001 - the peers are optional, Fovea's benchmark is not
+        common.log(f"peer files: not written ({type(e).__name__}: {e})")
+        return False
+
+
 def clear_model_dir(out):
     """A shard or index left from an earlier model would be read with the new one: start from an empty folder,
     but never delete a folder this script did not make."""
@@ -172,8 +185,9 @@ def make_config_only(args):
         config["template"] = args.template
     common.write_json(os.path.join(args.out, "config.json"), config)
     write_tokenizer(args.out, args.variant, args.tokenizer)
+    peers = add_peer_files(args.out, args.variant)
     info = {"dir": os.path.abspath(args.out), "variant": args.variant, "size": args.size, "config_only": True,
-            "text_config": config["text_config"], "build_s": time.time() - t0}
+            "text_config": config["text_config"], "build_s": time.time() - t0, "peer_files": peers}
     common.write_json(os.path.join(args.out, "model.json"), info)
     common.log(f"config only: {args.variant} {args.size} in {args.out} (run with --load-format dummy)")
     return info
@@ -202,12 +216,13 @@ def make(args):
     model.save_pretrained(args.out, max_shard_size=args.shard_size)
     write_tokenizer(args.out, args.variant, args.tokenizer)
     annotate_config(args.out, args.template or common.VARIANT_IDS[args.variant]["template"])
+    peers = add_peer_files(args.out, args.variant)
     t_saved = time.time()
     info = {"dir": os.path.abspath(args.out), "variant": args.variant, "tiny": args.tiny, "seed": args.seed,
             "std": args.std, "perturbed": not args.plain_init, "dtype": args.dtype, "params": params,
             "build_s": t_built - t0, "save_s": t_saved - t_built,
             "bytes": sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)),
-            "dims": common.model_dims(config), "torch": torch.__version__,
+            "dims": common.model_dims(config), "torch": torch.__version__, "peer_files": peers,
             "transformers": __import__("transformers").__version__}
     common.write_json(os.path.join(args.out, "model.json"), info)
     common.log(f"model: {args.variant}{' tiny' if args.tiny else ''} {params / 1e9:.3f} B params, built in "

@@ -5,6 +5,7 @@ per image, GPU memory), prints the table, and writes report.md + report.json.
   report.py --work WORK --out-dir OUT                 # on the GPU machine, at the end of run_all.sh
   report.py --from-json OUT/report.json --results-dir bench/results --name h200   # here, after the run:
       writes bench/results/<date>-<name>.md and .json from what came back
+  --peers PEERS.json: the peers' results (bench/gpu/peers.sh's OUT/peers.json) in the side-by-side table
 """
 import argparse
 import os
@@ -12,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+import peers_report  # noqa: E402
 
 
 def collect(work):
@@ -23,6 +25,9 @@ def collect(work):
         # fovea_<run>.json summaries; fovea_<run>_logits.json is a logits dump's index, not a run
         if name.startswith("fovea_") and name.endswith(".json") and not name.endswith("_logits.json"):
             data["fovea"][name[len("fovea_"):-len(".json")]] = common.read_json(os.path.join(work, name))
+    # questions.sh's fovea bench runs (K questions per photo) and the peers (peers.sh), when they ran
+    data["questions"] = {f"k{k}": common.read_json(os.path.join(work, f"questions_k{k}.json")) for k in (1, 4, 16)}
+    data["peers"] = common.read_json(os.path.join(work, "peers.json"))
     data["derived"] = derive(data)
     return data
 
@@ -190,6 +195,7 @@ def render(data):
     lines += decode_lines(data.get("bench_decode"))
     for test, result in (data.get("gpu_tests") or {}).items():
         lines.append(f"| GPU test {test} | {result['status']} ({result['seconds']:.0f} s) |")
+    lines += peers_report.render_lines(data)
     steps = data.get("steps") or {}
     if steps:
         lines += ["", "Steps: " + ", ".join(f"{k} {v.get('status')} ({v.get('seconds', 0):.0f} s)"
@@ -226,12 +232,7 @@ def decode_lines(bench):
 
 
 def write_outputs(data, out_dir, stem):
-    os.makedirs(out_dir, exist_ok=True)
-    text = render(data)
-    with open(os.path.join(out_dir, stem + ".md"), "w", encoding="utf-8") as fh:
-        fh.write(text)
-    common.write_json(os.path.join(out_dir, stem + ".json"), data)
-    return text
+    return common.write_md_and_json(out_dir, stem, render(data), data)
 
 
 def main():
@@ -241,12 +242,17 @@ def main():
     p.add_argument("--out-dir", help="writes report.md and report.json here")
     p.add_argument("--results-dir", help="also writes <date>-<name>.md/.json here")
     p.add_argument("--name", default="h200")
+    p.add_argument("--peers", help="peers.json of bench/gpu/peers.sh (else WORK/peers.json when there)")
     args = p.parse_args()
     if bool(args.work) == bool(args.from_json):
         common.die("give exactly one of --work and --from-json")
     data = collect(args.work) if args.work else common.read_json(args.from_json)
     if data is None:
         common.die(f"cannot read {args.from_json}")
+    if args.peers:
+        data["peers"] = common.read_json(args.peers)
+        if data["peers"] is None:
+            common.die(f"cannot read {args.peers}")
     data["derived"] = derive(data)
     text = render(data)
     if args.out_dir:

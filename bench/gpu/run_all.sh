@@ -15,6 +15,8 @@
 #      FOVEA_RUN_ARGS (extra `fovea run` options for every run), FOVEA_FP8_ARGS (when set: a third run,
 #      "fp8", with these options), FOVEA_BENCH_ARGS (more `fovea bench` options), FOVEA_DUMP_LOGITS=0 (the
 #      official run does not dump its first-token logits; compare.py then reports no logits error).
+# Peers (issue 26): bench/gpu/peers.sh runs vLLM and LMDeploy in the calls after this one on the same warm
+# machine (same WORK); its WORK/peers.json joins the report (report.py's peers table) when present.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 here=bench/gpu

@@ -1,4 +1,4 @@
-// The comparison point for the HTTP server decision (docs/design.md, "HTTP server"): Debian's cpp-httplib
+// The comparison point for the HTTP server decision (docs/components/interfaces.md, "HTTP server"): Debian's cpp-httplib
 // (libcpp-httplib-dev) configured like `fovea serve` — 256 handler threads, 64 MiB bodies, 60 s read timeout —
 // answering /health and a chat route that holds its thread for a while as an engine request would. Not part
 // of the product; slow_clients.py attacks it and fovea serve alike.

@@ -4,10 +4,10 @@
 // are asked for (EngineConfig::gpus / replicas), returns a data-parallel dispatcher over them.
 #pragma once
 #include <cstdint>
-#include <exception>
 #include <memory>
 #include <string>
 
+#include "fovea/error.h"
 #include "fovea/options.h"
 #include "fovea/request.h"
 #include "fovea/result.h"
@@ -17,9 +17,9 @@ namespace fovea {
 class InferenceService {
  public:
   virtual ~InferenceService() = default;
-  // Thread-safe. Returns a request id. Throws fovea::Error containing "queue full" when the queue is at its
-  // limit, or "engine failed" when no working engine is left. The callback runs on an engine thread and must
-  // not block for long; it gets every event of the request, the last one final.
+  // Thread-safe. Returns a request id. Refusals are typed (fovea/error.h): QueueFullError when the queue is at
+  // its limit, NotAcceptingError once draining, EngineFailedError when no working engine is left. The callback
+  // runs on an engine thread and must not block for long; it gets every event of the request, the last one final.
   virtual int64_t submit(Request request, RequestCallback callback) = 0;
   virtual void cancel(int64_t request_id) = 0;  // its final event says "cancelled"
   // Stops taking requests and returns once everything submitted has finished.
@@ -29,14 +29,6 @@ class InferenceService {
   // The text of one token, for logprobs ("" when unknown).
   virtual std::string token_text(int32_t token) const = 0;
 };
-
-// True when an exception from submit() means "queue full" (the server answers 429, batch jobs wait and retry).
-bool is_queue_full_error(const std::exception& e);
-
-// Every error that an engine's failure (CUDA error, device out of memory) gives its requests starts with this;
-// the request itself was fine and may be run again on another engine.
-inline constexpr const char* kEngineFailedPrefix = "engine failed";
-bool is_engine_failure_error(const std::string& message);
 
 // Loads the model (this takes a while): one engine, or one per GPU / replica behind a data-parallel dispatcher.
 // The tokenizer for token_text is read from the model directory.

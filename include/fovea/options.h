@@ -28,10 +28,11 @@ struct EngineConfig {
   // bit-identical values), where the runner accepts them; false: the host normalises to F32 as before.
   bool gpu_normalize = true;
   // "none" (the checkpoint's dtype), or W8A8 E4M3 for the LLM's projections with a scaling recipe
-  // (backend/fp8_recipe.h): "fp8-tensor" (per-tensor weight and dynamic activation scales: a request's answer
-  // depends on its batch-mates), "fp8-channel" (per-channel weights x per-token activations), "fp8-block"
-  // (128x128 weight blocks x 1x128 activation blocks); "fp8" = fp8-channel; "fp8-all": fp8 for the ViT layers'
-  // linears too (slower on the H200). The patch embedding, the projector and the LM head stay in the
+  // (the names `fovea run --quantization` takes): "fp8-tensor" (per-tensor weight and dynamic activation
+  // scales: a request's answer depends on its batch-mates), "fp8-channel" (per-channel weights x per-token
+  // activations), "fp8-block" (128x128 weight blocks x 1x128 activation blocks), "fp8-channel-act128"
+  // (per-channel weights x 1x128 activation blocks); "fp8" = fp8-channel; "fp8-all": fp8-channel for the ViT
+  // layers' linears too (slower on the H200). The patch embedding, the projector and the LM head stay in the
   // checkpoint's dtype. "w4a16": the LLM's projections 4-bit (W4A16, linear_w4): a 4-bit AWQ / GPTQ checkpoint
   // kept packed (as --w4 packed), or 4-bit random weights (group 128) with load_format "dummy"; a dense checkpoint
   // is refused.

@@ -22,7 +22,7 @@ class Call:
         self.owner: List[Tuple[int, int]] = []  # job -> (request index, sample)
         jobs = []
         for i, request in enumerate(requests):
-            inputs = _job_inputs(request)
+            inputs = _job_inputs(request, options.max_image_bytes)
             for sample in range(request.n):
                 self.owner.append((i, sample))
                 jobs.append(_make_job(request, sample, inputs, tiling, max_tiles, options.max_image_bytes))
@@ -50,12 +50,12 @@ class Call:
                 yield result
 
 
-def _job_inputs(request: Request) -> Tuple[list, list, str, str]:
+def _job_inputs(request: Request, max_image_bytes: int) -> Tuple[list, list, str, str]:
     """(encoded images, labels, messages JSON, error): once per request, shared by its samples."""
     encoded, labels = [], []
     try:
         for number, image in enumerate(request.all_images(), 1):
-            data, label = image_bytes(image, number)
+            data, label = image_bytes(image, number, max_image_bytes)
             encoded.append(data)
             labels.append(label)
         return encoded, labels, request.messages_json(), ""

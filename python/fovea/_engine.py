@@ -21,9 +21,10 @@ class Engine:
 
     `model` is a checkpoint directory. `backend` is "cpu", "cuda" or "auto". `gpus` ("all", "0,1,3" or a list
     of ints) and `replicas` (CPU engines) ask for data parallelism. `quantization` is None (the checkpoint's
-    dtype) or a W8A8 recipe as `fovea run --quantization` takes it: "fp8" (= "fp8-channel"), "fp8-tensor",
-    "fp8-channel", "fp8-block", "fp8-channel-act128" or "fp8-all"; `w4` ("auto", "packed", "dequantize") says how
-    a 4-bit AWQ/GPTQ checkpoint loads, `batch_invariant=True` makes outputs independent of batch-mates.
+    dtype) or a name `fovea run --quantization` takes: a W8A8 recipe "fp8" (= "fp8-channel"), "fp8-tensor",
+    "fp8-channel", "fp8-block", "fp8-channel-act128" or "fp8-all", or "w4a16" (the LLM's projections 4-bit: a
+    4-bit AWQ/GPTQ checkpoint kept packed, or 4-bit dummy weights); `w4` ("auto", "packed", "dequantize") says
+    how a 4-bit AWQ/GPTQ checkpoint loads, `batch_invariant=True` makes outputs independent of batch-mates.
     `tiling` and `max_tiles` are the defaults for requests that do not set them. `concurrency` is how many
     requests of one call are in the engine at once (as `fovea run --concurrency`).
 
@@ -98,7 +99,7 @@ class Engine:
     def stats(self) -> dict:
         """Engine counters: requests, tokens (prompt, computed, reused from the prefix cache), cache hits, queue
         depth, KV blocks, time per stage, health; behind a data-parallel dispatcher each engine's own under
-        "engines"."""
+        "engines". fovea._fovea.stats_fields() lists each key with its kind and meaning."""
         return json.loads(self._handle.stats_json())
 
     def close(self) -> None:

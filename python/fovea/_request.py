@@ -10,6 +10,7 @@ import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from . import _fovea
 from ._sampling import MAX_SEED, CompletionOutput, Logprob, SamplingParams, check_sampling
 
 # A path (str or PathLike), a base64 data: URL, an http://, https:// or s3://bucket/key URL (downloaded ahead of
@@ -191,7 +192,7 @@ def make_result(raws: Sequence[Tuple], request: Request, index: int) -> Result:
                   prompt_ids, str(index), True)
 
 
-def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
+def image_bytes(image: ImageLike, number: int, max_bytes: int = 64 << 20) -> Tuple[bytes, str]:
     """(encoded bytes, label for error messages). Arrays and PIL images become a lossless 24-bit BMP, which the
     engine decodes exactly. Raises OSError/TypeError/ValueError for this request's Result."""
     if isinstance(image, (bytes, bytearray, memoryview)):
@@ -201,9 +202,9 @@ def image_bytes(image: ImageLike, number: int) -> Tuple[bytes, str]:
     if isinstance(image, str) and image.split("://", 1)[0].lower() in URL_SCHEMES and "://" in image:
         return b"", image  # the native Batch downloads it (empty bytes + the URL as label)
     if isinstance(image, (str, os.PathLike)):
-        path = os.fspath(image)
-        with open(path, "rb") as f:
-            return f.read(), path
+        path = os.fsdecode(os.fspath(image))
+        # Not open(): a FIFO or device would block this call forever; the native reader refuses them.
+        return _fovea.read_image_file(path, max_bytes), path
     if hasattr(image, "convert") and hasattr(image, "mode"):  # PIL.Image.Image, without importing PIL
         import numpy as np
         return bmp_from_array(np.asarray(image.convert("RGB"))), f"image #{number} (PIL {image.mode})"

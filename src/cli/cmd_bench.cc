@@ -12,12 +12,13 @@
 #include "cli/command.h"
 #include "cli/engine_options.h"
 #include "core/error.h"
+#include "engine/stats_fields.h"
 #include "model/model_desc.h"
 #include "jobs/bench_report.h"
 #include "jobs/bench_workload.h"
 #include "jobs/request_pump.h"
 #include "fovea/engine.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 
 namespace fovea {
 namespace {
@@ -209,24 +210,19 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   };
   pump_requests(service, images.size() * k, c.concurrency, cb);
   result.wall_s = now_s() - start;
-  const EngineStats after = service.stats();
+  result.engine_stats = stats_delta(service.stats(), before);
+  const EngineStats& run = result.engine_stats;
   if (!c.first_tokens_path.empty()) write_text(c.first_tokens_path, first_tokens);
   if (c.questions > 1) {
     result.questions.per_image = c.questions;
     result.questions.images = int(images.size());
     result.questions.prompt_tokens = result.prompt_tokens;
-    result.questions.prefill_tokens = after.prefill_tokens - before.prefill_tokens;
-    result.questions.prefix_hit_tokens = after.prefix_cache_hit_tokens - before.prefix_cache_hit_tokens;
-    result.questions.inflight_waits = after.inflight_prefix_waits - before.inflight_prefix_waits;
+    result.questions.prefill_tokens = run.prefill_tokens;
+    result.questions.prefix_hit_tokens = run.prefix_cache_hit_tokens;
+    result.questions.inflight_waits = run.inflight_prefix_waits;
   }
-  result.stage_ms = {{"preprocess", after.preprocess_ms - before.preprocess_ms},
-                     {"vit", after.vit_ms - before.vit_ms},
-                     {"llm", after.llm_ms - before.llm_ms}};
-  for (size_t i = 0; i < after.engines.size(); ++i) {
-    const EngineStats& e = after.engines[i];
-    const EngineStats* b = i < before.engines.size() ? &before.engines[i] : nullptr;
-    result.engines.push_back({e.engine, e.requests_finished - (b ? b->requests_finished : 0), e.failed});
-  }
+  result.stage_ms = {{"preprocess", run.preprocess_ms}, {"vit", run.vit_ms}, {"llm", run.llm_ms}};
+  for (const EngineStats& e : run.engines) result.engines.push_back({e.engine, e.requests_finished, e.failed});
   return result;
 }
 

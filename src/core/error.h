@@ -1,19 +1,16 @@
 // Errors inside the library are exceptions carrying file:line; they are caught
 // at the request boundary (one bad request fails alone) or at the top of a
-// command (one-line message, non-zero exit).
+// command (one-line message, non-zero exit). fovea::Error and the typed submit
+// refusals are public (include/fovea/error.h); the classes here are internal.
 #pragma once
 #include <sstream>
 #include <stdexcept>
 #include <string>
 
+#include "fovea/error.h"
 #include "fovea/error_kind.h"
 
 namespace fovea {
-
-class Error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
 
 // The device itself failed (a CUDA error, device memory exhausted): the engine
 // that owns it cannot go on. The scheduler lets it through instead of failing

@@ -5,6 +5,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "engine/engine.h"
+#include "engine/stats_fields.h"
 
 namespace fovea {
 
@@ -95,6 +97,15 @@ void DataParallelService::mark_failed(size_t engine, const std::string& why) {
   std::fprintf(stderr, "fovea: engine %s taken out of rotation: %s\n", slot.label.c_str(), why.c_str());
 }
 
+// Undoes the bookkeeping of a submit that `engine` refused, and keeps the request away from it.
+void DataParallelService::forget_refused(int64_t id, size_t engine, int64_t work, std::vector<bool>& excluded) {
+  std::lock_guard lock(mutex_);
+  in_flight_.erase(id);
+  slots_[engine].queued_work -= work;
+  slots_[engine].in_flight--;
+  excluded[engine] = true;
+}
+
 int64_t DataParallelService::submit(Request request, RequestCallback callback) {
   Hash128 image_key;
   const bool has_image = !request.images.empty();
@@ -109,10 +120,10 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
       std::lock_guard lock(mutex_);
       const int chosen = choose_engine(has_image ? &image_key : nullptr, excluded);
       if (chosen < 0) {
-        if (!queue_full.empty()) throw Error(queue_full);
+        if (!queue_full.empty()) throw QueueFullError(queue_full);
         std::string last;
         for (const Slot& s : slots_) last = s.failure.empty() ? last : s.label + ": " + s.failure;
-        throw Error(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
+        throw EngineFailedError(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
       }
       engine = size_t(chosen);
       id = next_id_++;
@@ -133,21 +144,18 @@ int64_t DataParallelService::submit(Request request, RequestCallback callback) {
     int64_t engine_id = -1;
     try {
       engine_id = slots_[engine].service->submit(request, std::move(wrapped));
-    } catch (const std::exception& e) {
+    } catch (const QueueFullError& e) {
+      forget_refused(id, engine, work, excluded);
+      queue_full = e.what();
+      continue;
+    } catch (const EngineFailedError& e) {
+      forget_refused(id, engine, work, excluded);
       std::lock_guard lock(mutex_);
-      in_flight_.erase(id);
-      slots_[engine].queued_work -= work;
-      slots_[engine].in_flight--;
-      excluded[engine] = true;
-      if (is_queue_full_error(e)) {
-        queue_full = e.what();
-        continue;
-      }
-      if (is_engine_failure_error(e.what())) {
-        mark_failed(engine, e.what());
-        continue;
-      }
-      throw;  // the request's own fault: every engine would say the same
+      mark_failed(engine, e.what());
+      continue;
+    } catch (...) {
+      forget_refused(id, engine, work, excluded);
+      throw;  // the request's own fault, or a draining engine: every engine would say the same
     }
     bool cancel_now = false;
     {
@@ -215,24 +223,7 @@ EngineStats DataParallelService::stats() const {
         if (s.failure.empty()) s.failure = slots_[i].failure;
       }
     }
-    total.requests_submitted += s.requests_submitted;
-    total.requests_finished += s.requests_finished;
-    total.requests_failed += s.requests_failed;
-    total.prompt_tokens += s.prompt_tokens;
-    total.completion_tokens += s.completion_tokens;
-    total.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
-    total.prefill_tokens += s.prefill_tokens;
-    total.inflight_prefix_waits += s.inflight_prefix_waits;
-    total.inflight_prefix_hit_tokens += s.inflight_prefix_hit_tokens;
-    total.vision_cache_hits += s.vision_cache_hits;
-    total.vision_cache_misses += s.vision_cache_misses;
-    total.queue_depth += s.queue_depth;
-    total.running += s.running;
-    total.kv_blocks_total += s.kv_blocks_total;
-    total.kv_blocks_used += s.kv_blocks_used;
-    total.preprocess_ms += s.preprocess_ms;
-    total.vit_ms += s.vit_ms;
-    total.llm_ms += s.llm_ms;
+    add_stats(total, s);
     total.failed = total.failed && s.failed;
     total.engines.push_back(std::move(s));
   }

@@ -76,7 +76,8 @@ class DataParallelService final : public InferenceService {
   // Under mutex_: the engine for the next attempt, skipping `excluded`; -1 when none is working.
   int choose_engine(const Hash128* image, const std::vector<bool>& excluded) const;
   void remember_image(const Hash128& image, size_t engine);
-  void mark_failed(size_t engine, const std::string& why);
+  void mark_failed(size_t engine, const std::string& why);  // under mutex_
+  void forget_refused(int64_t id, size_t engine, int64_t work, std::vector<bool>& excluded);
   void on_final(int64_t id, RequestEvent& event);
 
   std::vector<Slot> slots_;

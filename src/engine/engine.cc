@@ -74,10 +74,11 @@ int64_t Engine::submit(Request request, RequestCallback callback) {
   int64_t id;
   {
     std::lock_guard<std::mutex> lock(impl.mutex);
-    FOVEA_CHECK(impl.stats.failure.empty(), impl.stats.failure);
-    FOVEA_CHECK(impl.accepting, "engine is not accepting requests (draining or stopped)");
-    FOVEA_CHECK(int(impl.callbacks.size()) < impl.config.max_queue, "queue full: ", impl.callbacks.size(),
-                " requests in flight (max_queue ", impl.config.max_queue, ")");
+    if (!impl.stats.failure.empty()) throw EngineFailedError(impl.stats.failure);
+    if (!impl.accepting) throw NotAcceptingError("engine is not accepting requests (draining or stopped)");
+    if (int(impl.callbacks.size()) >= impl.config.max_queue)
+      throw QueueFullError(str("queue full: ", impl.callbacks.size(), " requests in flight (max_queue ",
+                               impl.config.max_queue, ")"));
     id = impl.next_id++;
     impl.callbacks.emplace(id, std::make_shared<RequestCallback>(std::move(callback)));
     impl.to_prepare.push_back(Impl::Pending{id, std::move(request), Clock::now()});

@@ -17,6 +17,10 @@
 
 namespace fovea {
 
+// The wording that starts every error an engine's failure gives its requests and refusals (for people reading
+// logs and results; code tests ErrorKind::EngineFailed or EngineFailedError instead).
+inline constexpr const char* kEngineFailedPrefix = "engine failed";
+
 class ModelRunner;
 class ThreadPool;
 
@@ -33,7 +37,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Thread-safe. Returns a request id, or throws fovea::Error("queue full") when max_queue is reached.
+  // Thread-safe. Returns a request id, or throws QueueFullError when max_queue is reached, NotAcceptingError
+  // once draining, EngineFailedError after its device failed.
   // The callback runs on an engine thread; it must not block for long.
   int64_t submit(Request request, RequestCallback callback);
   void cancel(int64_t request_id);  // frees its KV; its final event says "cancelled"

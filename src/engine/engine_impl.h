@@ -1,5 +1,5 @@
 // Engine internals shared by engine.cc (threads, submission, events) and engine_load.cc (building the real
-// runner). Threading contract: docs/design.md, "Engine: threads, ownership, KV, scheduling".
+// runner). Threading contract: docs/design.md, "Threads and ownership".
 #pragma once
 #include <atomic>
 #include <condition_variable>

@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 
 namespace fovea {
 

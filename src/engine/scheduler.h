@@ -27,7 +27,7 @@ struct SchedulerConfig {
   int max_batch_seqs = 256;
   bool prefix_cache = true;
   int vision_cache_tiles = 0;  // unpinned embeddings kept for reuse; 0: half the runner's vision pool
-  int vit_tile_cost = -1;      // budget tokens one ViT tile costs; <0: tokens_per_tile / 4 (see design.md)
+  int vit_tile_cost = -1;      // budget tokens one ViT tile costs; <0: tokens_per_tile / 4 (docs/design.md)
   int aging_steps = 32;        // a request waiting this many steps is admitted before any newer one
 };
 

@@ -17,7 +17,7 @@ bool Scheduler::step() {
   if (!has_work()) return false;
   StepPlan plan = plan_step();
   if (plan.chunks.empty()) {
-    // Cannot happen by design (design.md, "liveness"): the oldest prefill always has the room it needs once
+    // Cannot happen by design (docs/design.md, liveness): the oldest prefill always has the room it needs once
     // nothing else holds it. Should it happen anyway, fail the oldest request instead of spinning forever.
     Sequence* stuck = running_.empty() ? waiting_.front().get() : running_.front().get();
     finish(*stuck, "error", "request could not be scheduled within the engine's limits", ErrorKind::Internal, {});

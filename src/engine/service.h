@@ -1,4 +1,4 @@
-// InferenceService, make_engine_service and the error classifiers live in the public header; this include keeps
+// InferenceService and make_engine_service live in the public header; this include keeps
 // working for internal code.
 #pragma once
 #include "engine/engine.h"

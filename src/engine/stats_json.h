@@ -1,5 +1,5 @@
-// EngineStats as one JSON object, every field (and each engine's own under "engines", behind a data-parallel
-// dispatcher): what the Python API's Engine.stats() returns, so that a field added to EngineStats reaches it here.
+// EngineStats as one JSON object, every field of engine/stats_fields.h (and each engine's own under "engines",
+// behind a data-parallel dispatcher): what the Python API's Engine.stats() returns and `fovea bench` records.
 #pragma once
 #include <nlohmann/json.hpp>
 

@@ -2,7 +2,10 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
+
+#include "core/local_file.h"
+#include "fetch/fetch.h"
 
 namespace fovea {
 namespace {
@@ -13,12 +16,27 @@ std::string trim(const std::string& s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-// The `name` section of an AWS-style INI file ({} when the file or section is missing). Comments start with
-// '#' or ';'; nested (indented) sub-settings such as `s3 =` blocks are skipped.
+// The `name` section of an AWS-style INI file ({} when the path is empty or the file missing); read by the one
+// local-file reader, so a FIFO or device named by AWS_SHARED_CREDENTIALS_FILE fails the fetch instead of hanging it.
 IniSection read_ini_section(const std::string& path, const std::string& name) {
+  if (path.empty()) return {};
+  LocalFileLimits limits;
+  limits.max_bytes = 1 << 20;
+  limits.allow_empty = true;
+  try {
+    return parse_ini_section(read_local_file(path, limits, "AWS config file"), name);
+  } catch (const LocalFileError& e) {
+    if (e.reason() == LocalFileError::Reason::NotFound) return {};
+    throw FetchError(e.what(), false);
+  }
+}
+
+}  // namespace
+
+// Comments start with '#' or ';'; nested (indented) sub-settings such as `s3 =` blocks are skipped.
+IniSection parse_ini_section(const std::string& text, const std::string& name) {
   IniSection out;
-  if (path.empty()) return out;
-  std::ifstream in(path);
+  std::istringstream in(text);
   std::string line;
   bool inside = false;
   while (std::getline(in, line)) {
@@ -35,8 +53,6 @@ IniSection read_ini_section(const std::string& path, const std::string& name) {
   }
   return out;
 }
-
-}  // namespace
 
 EnvLookup env_or_process(const EnvLookup& env) {
   if (env) return env;

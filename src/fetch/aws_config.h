@@ -21,6 +21,9 @@ bool env_flag(const EnvLookup& env, const char* name);
 
 using IniSection = std::map<std::string, std::string>;
 
+// The `name` section ("default", "profile dev") of an AWS-style INI text: key -> value, trimmed.
+IniSection parse_ini_section(const std::string& text, const std::string& name);
+
 // The profile AWS_PROFILE (default "default") from AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials) and
 // AWS_CONFIG_FILE (default ~/.aws/config, where it is "[profile NAME]" except for the default one).
 struct AwsProfile {

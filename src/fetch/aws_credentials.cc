@@ -5,13 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/local_file.h"
 #include "fetch/aws_http.h"
 #include "fetch/fetch.h"
 
@@ -21,13 +21,18 @@ namespace {
 constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 constexpr int64_t kAskImdsAgainSeconds = 300;  // after it gave nothing (not on EC2, no role)
 
+// Through the one local-file reader: a FIFO or /dev/zero named as a token file fails instead of hanging or
+// filling memory, and the size is checked before reading.
 std::string read_small_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw FetchError(what + ": cannot read " + path, false);
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string s = text.str();
-  if (s.size() > 64 * 1024) throw FetchError(what + ": " + path + " is larger than 64 KiB", false);
+  LocalFileLimits limits;
+  limits.max_bytes = 64 * 1024;
+  std::string s;
+  try {
+    s = read_local_file(path, limits, what + " file");
+  } catch (const LocalFileError& e) {
+    if (e.reason() == LocalFileError::Reason::NotFound) throw FetchError(what + ": cannot read " + path, false);
+    throw FetchError(e.what(), false);
+  }
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   if (s.empty()) throw FetchError(what + ": " + path + " is empty", false);
   return s;

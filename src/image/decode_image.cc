@@ -1,9 +1,9 @@
 // decode_image(): format sniffing, size limits, EXIF orientation, dispatch to the per-format decoders.
 #include <time.h>
 
-#include <fstream>
 #include <sstream>
 
+#include "core/local_file.h"
 #include "image/image_internal.h"
 
 namespace fovea {
@@ -95,16 +95,9 @@ RgbImage decode_image(const std::string& bytes, const ImageLimits& limits, bool 
 }
 
 RgbImage decode_image_file(const std::string& path, const ImageLimits& limits, bool exif_transpose) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  FOVEA_CHECK(file, "cannot open ", path);
-  const std::streamoff size = file.tellg();
-  FOVEA_CHECK(size >= 0, "cannot read ", path);
-  FOVEA_CHECK(size <= limits.max_bytes, path, ": image file is ", size, " bytes, over the limit of ",
-              limits.max_bytes, " bytes");
-  std::string bytes(size_t(size), '\0');
-  file.seekg(0);
-  FOVEA_CHECK(file.read(bytes.data(), size), "cannot read ", path);
-  return decode_image(bytes, limits, exif_transpose);
+  LocalFileLimits file_limits;
+  file_limits.max_bytes = limits.max_bytes;
+  return decode_image(read_local_file(path, file_limits, "image file"), limits, exif_transpose);
 }
 
 }  // namespace fovea

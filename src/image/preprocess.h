@@ -11,7 +11,8 @@ namespace fovea {
 
 class ThreadPool;
 
-// Every limit on one image's decode (docs/design.md lists them); each is named in the error it raises.
+// Every limit on one image's decode (docs/components/image-pipeline.md lists them); each is named in the error
+// it raises.
 struct ImageLimits {
   int64_t max_pixels = 89478485;          // Pillow's decompression-bomb threshold (warning level)
   int64_t max_bytes = 64ll * 1024 * 1024;  // encoded file size

@@ -1,5 +1,5 @@
-// Tile-grid policies: InternVL's official dynamic tiling, and Fovea's compact policy (see docs/design.md,
-// "Image pipeline").
+// Tile-grid policies: InternVL's official dynamic tiling, and Fovea's compact policy (see
+// docs/components/image-pipeline.md, "Tiling").
 #pragma once
 #include <utility>
 #include <vector>

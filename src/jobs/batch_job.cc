@@ -1,183 +1,121 @@
 #include "jobs/batch_job.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <fstream>
-#include <memory>
-#include <unordered_map>
 
 #include "core/error.h"
+#include "core/local_file.h"
+#include "jobs/job_loop.h"
 #include "jobs/logits_dump.h"
-#include "core/rate_window.h"
-#include "fetch/prefetch.h"
-#include "jobs/progress.h"
-#include "jobs/request_pump.h"
 
 namespace fovea {
 namespace {
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+// The tasks format's plug-in: one BatchTask in, one {"id", "text", ...} record out.
+class TaskItem final : public JobItem {
+ public:
+  explicit TaskItem(const BatchTask& task) : task_(task) {}
+  const char* key_field() const override { return "id"; }
+  const std::string& key() const override { return task_.key; }
+  std::string group() const override { return task_.image_path; }
+  std::string prefetch_url() const override {
+    return task_.problem.empty() && is_fetch_url(task_.image_path) ? task_.image_path : "";
+  }
 
-bool read_image_file(const std::string& path, int64_t max_bytes, std::string* bytes, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = "cannot open image file " + path;
-    return false;
+  bool make_request(const JobContext& context, Request* request, std::string* error) override {
+    if (!task_.problem.empty()) {
+      *error = task_.problem;
+      return false;
+    }
+    if (!task_.image_path.empty()) {
+      ImageInput image;
+      if (!load_image(context, &image, error)) return false;
+      request->images.push_back(std::move(image));
+    }
+    request->prompt = task_.prompt;
+    request->system = task_.system;
+    request->params.max_tokens = task_.max_tokens;
+    request->params.answers = task_.answers;
+    request->params.choices = task_.choices;
+    request->params.return_first_logits = context.dump_logits;
+    request->tiling = context.options.tiling;
+    request->max_tiles = context.options.max_tiles;
+    return true;
   }
-  in.seekg(0, std::ios::end);
-  const int64_t size = in.tellg();
-  if (size < 0 || size > max_bytes) {
-    *error = size < 0 ? "cannot read image file " + path
-                      : str("image file ", path, " is larger than the limit of ", max_bytes, " bytes");
-    return false;
-  }
-  in.seekg(0);
-  bytes->assign(size_t(size), '\0');
-  in.read(bytes->data(), size);
-  if (!in) {
-    *error = "cannot read image file " + path;
-    return false;
-  }
-  if (size == 0) {
-    *error = "image file " + path + " is empty";
-    return false;
-  }
-  return true;
-}
 
-BatchResult to_result(const BatchTask& task, const FinishedRequest& f) {
-  BatchResult r;
-  r.id = task.id;
-  r.text = f.text;
-  r.tokens = f.tokens;
-  r.error = f.final.error;
-  if (r.error.empty() && f.final.finish_reason == "error") r.error = "failed";
-  if (r.error.empty() && f.final.finish_reason == "cancelled") r.error = "cancelled";
-  // A failure without a kind (cancelled, lost) counts as ours.
-  if (!r.error.empty())
-    r.error_kind = error_kind_name(f.final.error_kind == ErrorKind::None ? ErrorKind::Internal : f.final.error_kind);
-  r.ms = f.final.ms;
-  r.has_answers = !task.answers.empty();
-  for (const auto& answer : task.answers) {
-    const auto it = f.final.answer_logprobs.find(answer);
-    r.answer_logprobs.emplace_back(answer, it == f.final.answer_logprobs.end() ? -INFINITY : it->second);
+  Record render(const JobContext&, const FinishedRequest& f) const override {
+    BatchResult r;
+    r.id = task_.id;
+    r.question_index = task_.question_index;
+    r.text = f.text;
+    r.tokens = f.tokens;
+    r.error = f.final.error;
+    if (r.error.empty() && f.final.finish_reason == "error") r.error = "failed";
+    if (r.error.empty() && f.final.finish_reason == "cancelled") r.error = "cancelled";
+    // A failure without a kind (cancelled, lost) counts as ours.
+    if (!r.error.empty())
+      r.error_kind = error_kind_name(f.final.error_kind == ErrorKind::None ? ErrorKind::Internal : f.final.error_kind);
+    r.ms = f.final.ms;
+    r.has_answers = !task_.answers.empty();
+    for (const auto& answer : task_.answers) {
+      const auto it = f.final.answer_logprobs.find(answer);
+      r.answer_logprobs.emplace_back(answer, it == f.final.answer_logprobs.end() ? -INFINITY : it->second);
+    }
+    for (size_t c = 0; c < task_.choices.size() && c < f.final.choice_logprobs.size(); ++c)
+      r.choice_logprobs.emplace_back(task_.choices[c], f.final.choice_logprobs[c]);
+    return {result_line(r), !r.error.empty(), logits_row_key(r.id)};
   }
-  for (size_t c = 0; c < task.choices.size() && c < f.final.choice_logprobs.size(); ++c)
-    r.choice_logprobs.emplace_back(task.choices[c], f.final.choice_logprobs[c]);
-  return r;
-}
 
-// Questions about one image run one after another (in input order), images in the order they first appear: the
-// engine then computes each image's prefix once and its other questions reuse it, however the input
-// scatters them. Records are written as requests finish, so the output order never followed the input anyway.
-void group_by_image(std::vector<const BatchTask*>* todo) {
-  std::unordered_map<std::string, size_t> first_seen;
-  for (const BatchTask* task : *todo) first_seen.emplace(task->image_path, first_seen.size());
-  std::stable_sort(todo->begin(), todo->end(), [&](const BatchTask* a, const BatchTask* b) {
-    return first_seen.at(a->image_path) < first_seen.at(b->image_path);
-  });
-}
+ private:
+  bool load_image(const JobContext& context, ImageInput* image, std::string* error) const {
+    image->label = task_.image_path;
+    if (!is_fetch_url(task_.image_path)) {
+      try {
+        LocalFileLimits limits;
+        limits.max_bytes = context.options.max_image_bytes;
+        image->bytes = read_local_file(task_.image_path, limits, "image file");
+        return true;
+      } catch (const LocalFileError& e) {
+        *error = e.what();
+        return false;
+      }
+    }
+    image->label = redact_url(task_.image_path);
+    Prefetched fetched = context.prefetched ? std::move(*context.prefetched)
+                                            : fetch_image(task_.image_path, context.options);
+    if (fetched.error.empty() && fetched.bytes.empty()) fetched.error = "empty image at " + image->label;
+    *error = fetched.error;
+    image->bytes = std::move(fetched.bytes);
+    return error->empty();
+  }
+
+  const BatchTask& task_;
+};
 
 }  // namespace
 
-BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, const std::string& output_path,
-                              const BatchJobOptions& options) {
-  BatchJobSummary summary;
-  const ExistingResults existing = resume_results_file(output_path, options.retry_failed);
-
-  std::vector<const BatchTask*> todo;
-  for (const auto& task : list.tasks) {
-    if (existing.done.count(task.key)) {
-      summary.already_done++;
-      summary.earlier_failed += existing.failed.count(task.key);
-    } else {
-      todo.push_back(&task);
-    }
-  }
-  group_by_image(&todo);
-  summary.total = int64_t(list.tasks.size());
-  if (summary.already_done > 0)
-    std::fprintf(stderr, "resume: %lld of %lld tasks already in %s\n", (long long)summary.already_done,
-                 (long long)summary.total, output_path.c_str());
-
-  ResultsWriter writer(output_path);
-  std::unique_ptr<LogitsDump> logits_dump;
-  if (!options.dump_logits_path.empty()) logits_dump = std::make_unique<LogitsDump>(options.dump_logits_path);
-  Progress progress(int64_t(todo.size()), options.progress_terminal, options.progress_interval_s);
-  RateWindow rate(60.0);
-  const double start = now_seconds();
-
-  // Tasks with URL images are downloaded ahead (in submission order) while earlier tasks run.
-  std::vector<std::string> urls(todo.size());
-  for (size_t i = 0; i < todo.size(); ++i)
-    if (todo[i]->problem.empty() && is_fetch_url(todo[i]->image_path)) urls[i] = todo[i]->image_path;
+Prefetched fetch_image(const std::string& url, const BatchJobOptions& options) {
   FetchOptions fetch = options.fetch;
   fetch.max_bytes = options.max_image_bytes;
-  Prefetcher prefetcher(std::move(urls), fetch, options.prefetch_window, options.fetch_parallel);
-
-  PumpCallbacks callbacks;
-  callbacks.make_request = [&](size_t i, Request* request, std::string* error) {
-    const BatchTask& task = *todo[i];
-    if (!task.problem.empty()) {
-      *error = task.problem;
-      return false;
-    }
-    ImageInput image;
-    image.label = task.image_path;
-    if (task.image_path.empty()) {
-      // a text-only task
-    } else if (is_fetch_url(task.image_path)) {
-      Prefetched fetched = prefetcher.take(i);
-      if (fetched.error.empty() && fetched.bytes.empty())
-        fetched.error = "empty image at " + redact_url(task.image_path);
-      if (!fetched.error.empty()) {
-        *error = fetched.error;
-        return false;
-      }
-      image.label = redact_url(task.image_path);
-      image.bytes = std::move(fetched.bytes);
-    } else if (!read_image_file(task.image_path, options.max_image_bytes, &image.bytes, error)) {
-      return false;
-    }
-    if (!task.image_path.empty()) request->images.push_back(std::move(image));
-    request->prompt = task.prompt;
-    request->system = task.system;
-    request->params.max_tokens = task.max_tokens;
-    request->params.answers = task.answers;
-    request->params.choices = task.choices;
-    request->params.return_first_logits = logits_dump != nullptr;
-    request->tiling = options.tiling;
-    request->max_tiles = options.max_tiles;
-    return true;
-  };
-  callbacks.on_finished = [&](std::vector<FinishedRequest>& finished) {
-    std::string lines;
-    std::vector<LogitsDump::Row> logit_rows;
-    for (const auto& f : finished) {
-      const BatchResult result = to_result(*todo[f.index], f);
-      summary.failed += !result.error.empty();
-      lines += result_line(result);
-      if (logits_dump && result.error.empty() && !f.final.first_logits.empty())
-        logit_rows.push_back({logits_row_key(result.id), &f.final.first_logits});
-    }
-    if (logits_dump) logits_dump->append(logit_rows);  // before the results: a done task has its row
-    writer.append(lines);  // durable before it counts as done
-    summary.ran += int64_t(finished.size());
-    rate.add(now_seconds(), int64_t(finished.size()));
-  };
-  callbacks.on_tick = [&] {
-    if (options.progress) progress.set_detail(engine_shares(service.stats()));
-    if (options.progress) progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
-  };
-  callbacks.engine_failure_retries = 1;  // once, on another engine (a failed engine leaves the rotation)
-  pump_requests(service, todo.size(), options.concurrency, callbacks);
-  summary.elapsed_s = now_seconds() - start;
-  if (options.progress) progress.set_detail(engine_shares(service.stats()));
-  if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
-  return summary;
+  Prefetched out;
+  try {
+    out.bytes = fetch_bytes(url, fetch);
+  } catch (const FetchError& e) {
+    out.error = e.what();
+  }
+  return out;
 }
+
+BatchJobSummary run_batch_job(InferenceService& service, const TaskList& list, const std::string& output_path,
+                              const BatchJobOptions& options) {
+  std::vector<std::unique_ptr<JobItem>> owned;
+  std::vector<JobItem*> items;
+  for (const auto& task : list.tasks) {
+    owned.push_back(std::make_unique<TaskItem>(task));
+    items.push_back(owned.back().get());
+  }
+  return run_job_items(service, items, output_path, options);
+}
+
+std::unique_ptr<JobItem> make_task_item(const BatchTask& task) { return std::make_unique<TaskItem>(task); }
 
 }  // namespace fovea

@@ -2,9 +2,11 @@
 // options and builds the engine; this runs the tasks against any InferenceService.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "fetch/fetch.h"
+#include "fetch/prefetch.h"
 #include "jobs/batch_tasks.h"
 #include "jobs/results_file.h"
 #include "fovea/engine.h"
@@ -27,7 +29,7 @@ struct BatchJobOptions {
 };
 
 struct BatchJobSummary {
-  int64_t total = 0;           // tasks in the input (after dropping duplicate ids)
+  int64_t total = 0;           // records the input asks for (after dropping duplicate ids)
   int64_t already_done = 0;    // found in the output from an earlier run
   int64_t earlier_failed = 0;  // of those, records with an error
   int64_t ran = 0;             // finished in this run
@@ -36,8 +38,16 @@ struct BatchJobSummary {
   bool any_failed() const { return earlier_failed + failed > 0; }
 };
 
-// Runs every task of `tasks` whose id is not yet in `output_path`, appending one record per task.
+// Runs every task of `tasks` whose id is not yet in `output_path`, appending one record per task (the one job
+// loop, jobs/job_loop.h, with the tasks format's plug-in).
 BatchJobSummary run_batch_job(InferenceService& service, const TaskList& tasks, const std::string& output_path,
                               const BatchJobOptions& options);
+
+class JobItem;
+// The tasks format's plug-in for the job loop: `task` must outlive the item.
+std::unique_ptr<JobItem> make_task_item(const BatchTask& task);
+
+// Downloads one image URL with the job's fetch options and image size limit (what the prefetcher does ahead).
+Prefetched fetch_image(const std::string& url, const BatchJobOptions& options);
 
 }  // namespace fovea

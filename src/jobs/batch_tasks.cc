@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <set>
 
 #include "core/error.h"
 #include "fetch/fetch.h"
 #include "requests/json_fields.h"
+#include "requests/json_limits.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -36,34 +35,6 @@ bool string_list(const nlohmann::json& value, std::vector<std::string>* out) {
   return true;
 }
 
-// One task per question of a "prompts" task, ids "<id>#<k>"; a task without prompts stays as it is.
-void expand_prompts(BatchTask task, std::vector<BatchTask>* out) {
-  if (task.prompts.empty()) {
-    out->push_back(std::move(task));
-    return;
-  }
-  const std::string base = task.id.is_string() ? task.id.get<std::string>() : task.id.dump();
-  std::vector<std::string> prompts = std::move(task.prompts);
-  task.prompts.clear();
-  for (size_t k = 0; k < prompts.size(); ++k) {
-    BatchTask question = task;
-    question.id = base + "#" + std::to_string(k);
-    question.key = question.id.dump();
-    question.prompt = std::move(prompts[k]);
-    out->push_back(std::move(question));
-  }
-}
-
-void drop_duplicates(TaskList* list) {
-  std::set<std::string> seen;
-  std::vector<BatchTask> unique;
-  for (auto& t : list->tasks) {
-    if (seen.insert(t.key).second) unique.push_back(std::move(t));
-    else list->duplicate_ids++;
-  }
-  list->tasks = std::move(unique);
-}
-
 }  // namespace
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -81,15 +52,43 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
+void expand_prompts(BatchTask task, std::vector<BatchTask>* out) {
+  if (task.prompts.empty()) {
+    out->push_back(std::move(task));
+    return;
+  }
+  const std::string base = task.id.is_string() ? task.id.get<std::string>() : task.id.dump();
+  std::vector<std::string> prompts = std::move(task.prompts);
+  task.prompts.clear();
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    BatchTask question = task;
+    question.id = base + "#" + std::to_string(k);
+    question.key = question.id.dump();
+    question.question_index = int(k);
+    question.prompt = std::move(prompts[k]);
+    out->push_back(std::move(question));
+  }
+}
+
 bool parse_task_line(const std::string& line, const TaskDefaults& defaults, const std::string& base_dir,
                      BatchTask* task, std::string* why) {
+  // The limits of a request body (openai::ParseOptions): a deep nest is dropped while parsing instead of being
+  // built, and the task then fails with its own record.
+  const JsonLimits limits;
+  JsonOverLimit over = JsonOverLimit::None;
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(line);
+    j = parse_json_within(line, limits, &over);
   } catch (const std::exception&) {
     *why = "not valid JSON";
     return false;
   }
+  return parse_task_json(j, over == JsonOverLimit::None ? "" : "the task's JSON " + json_limit_text(over, limits),
+                         defaults, base_dir, task, why);
+}
+
+bool parse_task_json(const nlohmann::json& j, const std::string& problem, const TaskDefaults& defaults,
+                     const std::string& base_dir, BatchTask* task, std::string* why) {
   if (!j.is_object() || !j.contains("id") || !(j["id"].is_string() || j["id"].is_number_integer())) {
     *why = "no \"id\" (string or integer)";
     return false;
@@ -141,28 +140,9 @@ bool parse_task_line(const std::string& line, const TaskDefaults& defaults, cons
       else task->problem = "\"answers\" must be an array of non-empty strings";
     }
   }
+  if (!problem.empty()) task->problem = problem;
   if (task->prompt.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
   return true;
-}
-
-TaskList read_tasks_jsonl(const std::string& path, const TaskDefaults& defaults) {
-  std::ifstream in(path);
-  FOVEA_CHECK(in, "cannot open tasks file ", path);
-  const std::string base_dir = fs::path(path).parent_path().string();
-  TaskList list;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    BatchTask task;
-    std::string why;
-    if (parse_task_line(line, defaults, base_dir.empty() ? "." : base_dir, &task, &why))
-      expand_prompts(std::move(task), &list.tasks);
-    else
-      list.skipped_lines.push_back(str(path, ":", number, ": ", why));
-  }
-  drop_duplicates(&list);
-  return list;
 }
 
 TaskList tasks_from_image_dir(const std::string& dir, const TaskDefaults& defaults) {

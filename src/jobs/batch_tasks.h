@@ -1,8 +1,9 @@
 // The tasks of `fovea run`: a JSONL file ({"id", "image"?, "prompt", "system"?, "max_tokens"?, "answers"?,
 // "choices"?} per line; no "image": a text-only task) or a directory of images (one task per file, id = file name)
 // with one prompt for all. A line with "prompts": [...] instead of "prompt" asks several questions about its
-// image: one task per question, with id "<id>#<k>" (k from 0, the id's text for a number), which the job runs
-// together so the image's prefix is shared.
+// image: one task per question, with id "<id>#<k>" (k from 0, the id's text for a number) and question_index k,
+// which the job runs together so the image's prefix is shared. Ids are unique: a line whose id (its own or a
+// generated one) was used before is dropped, naming both lines (jobs/job_input.h).
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,24 +26,31 @@ struct BatchTask {
   int max_tokens = 1;
   std::vector<std::string> answers;
   std::vector<std::string> choices;  // "choices": the answer is the most likely one (GenerationParams::choices)
-  std::vector<std::string> prompts;  // "prompts" as parsed; read_tasks_jsonl expands them into tasks
+  std::vector<std::string> prompts;  // "prompts" as parsed; expand_prompts makes them tasks
+  int question_index = -1;           // k of a task made from "prompts" (written as "question_index"); -1 none
   std::string problem;      // non-empty: the task itself is invalid; it becomes an error record
 };
 
 struct TaskList {
   std::vector<BatchTask> tasks;
   std::vector<std::string> skipped_lines;  // lines that are not tasks at all (no id): reported, not run
-  int duplicate_ids = 0;                   // later tasks with an id seen before are dropped
+  int duplicate_ids = 0;                   // later tasks with an id used before are dropped
 };
 
 // Image paths that are relative are resolved against the tasks file's directory, falling back to the current
-// directory when the file is not there.
+// directory when the file is not there. Every line is read as a task (read_job_input with InputFormat::Tasks,
+// jobs/job_input.cc, which defines this).
 TaskList read_tasks_jsonl(const std::string& path, const TaskDefaults& defaults);
 // Regular files of `dir` (hidden ones skipped), sorted by name.
 TaskList tasks_from_image_dir(const std::string& dir, const TaskDefaults& defaults);
 // Parses one line; false (with *why) when the line has no usable id.
 bool parse_task_line(const std::string& line, const TaskDefaults& defaults, const std::string& base_dir,
                      BatchTask* task, std::string* why);
+// The same from the line's JSON; a non-empty `problem` (the line passed a parse limit) fails the task.
+bool parse_task_json(const nlohmann::json& j, const std::string& problem, const TaskDefaults& defaults,
+                     const std::string& base_dir, BatchTask* task, std::string* why);
+// One task per question of a "prompts" task (ids "<id>#<k>", question_index k); any other task as it is.
+void expand_prompts(BatchTask task, std::vector<BatchTask>* out);
 
 // "a,b , c" -> {"a", "b", "c"} (empty entries dropped).
 std::vector<std::string> split_list(const std::string& text);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/stats_json.h"
+
 namespace fovea {
 
 double BenchResult::flop_floor_qpm() const {
@@ -61,6 +63,7 @@ nlohmann::ordered_json bench_json(const BenchResult& r) {
                          {"failed", e.failed}});
     j["engines"] = engines;
   }
+  j["engine_stats"] = stats_json(r.engine_stats);
   nlohmann::ordered_json timeline = nlohmann::ordered_json::array();
   for (const auto& [t, done] : r.timeline) timeline.push_back({t, done});
   j["timeline"] = timeline;

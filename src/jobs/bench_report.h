@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "fovea/options.h"
 #include "jobs/bench_perf.h"
 
 namespace fovea {
@@ -65,6 +66,8 @@ struct BenchResult {
     bool failed = false;
   };
   std::vector<EngineShare> engines;
+  // Every EngineStats field over the run (engine/stats_fields.h: counters as after - before, gauges after).
+  EngineStats engine_stats;
 
   double qpm() const { return wall_s > 0 ? (requests - failed) * 60.0 / wall_s : 0; }
   double achieved_tflops() const { return wall_s > 0 ? flops.total() / wall_s / 1e12 : 0; }

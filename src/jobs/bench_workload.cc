@@ -6,10 +6,10 @@
 #include <csetjmp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <random>
 
 #include "core/error.h"
+#include "core/local_file.h"
 #include "image/resample.h"
 
 namespace fovea {
@@ -125,11 +125,7 @@ std::vector<fs::path> sorted_files(const std::string& dir) {
   return files;
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  FOVEA_CHECK(in, "cannot read ", path.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string read_file(const fs::path& path) { return read_local_file(path.string(), LocalFileLimits{}, "image file"); }
 }  // namespace
 
 std::vector<WorkloadImage> listing_photo_workload(const std::string& photo_dir, int count, uint64_t seed,

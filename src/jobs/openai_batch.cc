@@ -1,16 +1,11 @@
 #include "jobs/openai_batch.h"
 
-#include <chrono>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
-#include <set>
 
 #include "core/error.h"
 #include "core/hash.h"
-#include "core/rate_window.h"
-#include "jobs/progress.h"
-#include "jobs/request_pump.h"
+#include "jobs/job_input.h"
+#include "jobs/job_loop.h"
 #include "media/media.h"
 #include "openai/protocol.h"
 
@@ -19,207 +14,181 @@ namespace {
 
 using Json = nlohmann::json;
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string absolute_dir_of(const std::string& path) {
-  return std::filesystem::absolute(std::filesystem::path(path)).parent_path().string();
-}
-
 // Keys in the documented order; invalid UTF-8 (a token's text, a file name) becomes U+FFFD, as the server does.
 std::string dump_line(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
-
-// A line's parse outcome, kept for its output record.
-struct Parsed {
-  bool ok = false;
-  openai::ApiError error;  // when !ok
-  int top_logprobs = 0;
-  bool logprobs = false;
-};
 
 // Ids derived from the custom_id, so a resumed job writes the same ones.
 std::string derived_id(const std::string& prefix, const std::string& custom_id, uint32_t seed) {
   return prefix + murmur3_128(custom_id, seed).hex().substr(0, 24);
 }
 
-nlohmann::ordered_json record(const OpenAIBatchInput::Line& line, int status, const Json& body,
-                              const openai::ApiError* error) {
-  nlohmann::ordered_json r;
-  r["id"] = derived_id("batch_req_", line.custom_id, 0);
-  r["custom_id"] = line.custom_id;
-  r["response"] = {{"status_code", status}, {"request_id", derived_id("req_", line.custom_id, 1)}, {"body", body}};
-  if (error) {
-    r["error"] = {{"code", error->code.empty() ? error->type : error->code}, {"message", error->message}};
-  } else {
-    r["error"] = nullptr;
+// The first http(s):// or s3:// image_url of the body's messages, in the order the parser loads them.
+std::string first_remote_image(const Json& body) {
+  if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return "";
+  for (const auto& message : body["messages"]) {
+    if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
+    for (const auto& part : message["content"]) {
+      if (!part.is_object() || !part.contains("image_url")) continue;
+      const Json& image = part["image_url"];
+      const Json url = image.is_object() ? image.value("url", Json()) : image;
+      if (url.is_string() && is_fetch_url(url.get<std::string>())) return url.get<std::string>();
+    }
   }
-  return r;
+  return "";
 }
 
-std::string error_line(const OpenAIBatchInput::Line& line, const openai::ApiError& error) {
-  return dump_line(record(line, error.status, openai::error_json(error), &error));
+openai::ApiError bad_line(const std::string& message, const std::string& param = "") {
+  openai::ApiError error;
+  error.status = 400;
+  error.message = message;
+  error.param = param;
+  return error;
 }
+
+// The OpenAI batch format's plug-in: one line in, one batch output record out.
+class OpenAIBatchItem final : public JobItem {
+ public:
+  explicit OpenAIBatchItem(const OpenAIBatchLine& line) : line_(line) {}
+  const char* key_field() const override { return "custom_id"; }
+  const std::string& key() const override { return line_.key; }
+  std::string prefetch_url() const override { return line_.prefetch_url; }
+
+  bool make_request(const JobContext& context, Request* request, std::string* error) override {
+    ok_ = false;
+    openai::ChatRequest chat;
+    if (!line_.problem.empty()) {
+      error_ = bad_line(line_.problem);
+    } else if (line_.url != "/v1/chat/completions") {
+      error_ = bad_line("url '" + excerpt(line_.url) + "' is not supported (only /v1/chat/completions)", "url");
+    } else if (line_.method != "POST" && line_.method != "post") {
+      error_ = bad_line("method '" + excerpt(line_.method) + "' is not supported (POST)", "method");
+    } else {
+      openai::ParseOptions parse;
+      parse.tiling = context.options.tiling;
+      parse.max_tiles = context.options.max_tiles;
+      ok_ = openai::parse_chat_request(line_.body, parse, loader(context), &chat, &error_);
+    }
+    if (!ok_) {
+      *error = error_.message;
+      return false;
+    }
+    logprobs_ = chat.logprobs;
+    top_logprobs_ = chat.top_logprobs;
+    *request = std::move(chat.request);
+    return true;
+  }
+
+  Record render(const JobContext& context, const FinishedRequest& f) const override {
+    if (!ok_) return {dump_line(record(error_.status, openai::error_json(error_), &error_)), true, ""};
+    if (!f.final.error.empty() || f.final.finish_reason == "error") {
+      RequestEvent ev = f.final;
+      if (ev.error.empty()) ev.error = "failed";
+      const openai::ApiError error = openai::engine_error(ev);
+      return {dump_line(record(error.status, openai::error_json(error), &error)), true, ""};
+    }
+    InferenceService& service = context.service;
+    const openai::Completion c{derived_id("chatcmpl-", line_.custom_id, 2), int64_t(std::time(nullptr)),
+                               service.model_name()};
+    const openai::TokenText token_text = [&service](int32_t t) { return service.token_text(t); };
+    const Json logprobs = logprobs_ ? openai::logprob_content(f.logprobs, top_logprobs_, token_text) : Json();
+    Json body = openai::completion_json(c, f.text, openai::finish_reason_for(f.final.finish_reason), logprobs,
+                                        f.final.prompt_tokens, f.final.completion_tokens);
+    // As the server answers: with guided_choice/choices, every choice's total log-prob in the request's order.
+    if (!f.final.choice_logprobs.empty()) body["choices"][0]["choice_logprobs"] = f.final.choice_logprobs;
+    return {dump_line(record(200, body, nullptr)), false, ""};
+  }
+
+ private:
+  // Images as the tasks format reads them: the body's first URL image from the prefetcher, further ones (and a
+  // retry's) fetched with the job's fetch options; local paths (relative ones from the batch file's directory)
+  // through the one local-file reader, data: URLs decoded; the size limit applies to all.
+  openai::MediaLoader loader(const JobContext& context) const {
+    MediaOptions media;
+    media.allowed_media_dir = "/";  // the batch file is the user's own: local paths anywhere
+    media.max_bytes = context.options.max_image_bytes;
+    Prefetched* prefetched = context.prefetched;
+    const BatchJobOptions& options = context.options;
+    return [this, media, prefetched, &options](const std::string& url) mutable -> std::string {
+      if (is_fetch_url(url)) {
+        Prefetched fetched;
+        if (prefetched && url == line_.prefetch_url) {
+          fetched = std::move(*prefetched);
+          prefetched = nullptr;
+        } else {
+          fetched = fetch_image(url, options);
+        }
+        if (fetched.error.empty() && fetched.bytes.empty()) fetched.error = "empty image at " + redact_url(url);
+        if (!fetched.error.empty()) throw MediaError(fetched.error);
+        return std::move(fetched.bytes);
+      }
+      const bool plain_relative = !url.empty() && url[0] != '/' && url.find("://") == std::string::npos && url.rfind("data:", 0) != 0;
+      return load_image_url(plain_relative ? line_.base_dir + "/" + url : url, media);
+    };
+  }
+
+  nlohmann::ordered_json record(int status, const Json& body, const openai::ApiError* error) const {
+    nlohmann::ordered_json r;
+    r["id"] = derived_id("batch_req_", line_.custom_id, 0);
+    r["custom_id"] = line_.custom_id;
+    r["response"] = {{"status_code", status}, {"request_id", derived_id("req_", line_.custom_id, 1)}, {"body", body}};
+    if (error) {
+      r["error"] = {{"code", error->code.empty() ? error->type : error->code},
+                    {"message", client_error_text(error->message)}};
+    } else {
+      r["error"] = nullptr;
+    }
+    return r;
+  }
+
+  const OpenAIBatchLine& line_;
+  bool ok_ = false;
+  openai::ApiError error_;
+  bool logprobs_ = false;
+  int top_logprobs_ = 0;
+};
 
 }  // namespace
 
-bool is_openai_batch_file(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      const Json j = Json::parse(line);
-      return j.is_object() && j.contains("custom_id") && j.contains("body");
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
-  return false;
+bool is_openai_batch_line(const Json& line) {
+  return line.is_object() && line.contains("custom_id") && line.contains("method") && line.contains("url") &&
+         line.contains("body");
 }
 
-OpenAIBatchInput read_openai_batch(const std::string& path) {
-  std::ifstream in(path);
-  FOVEA_CHECK(in, "cannot open the batch file ", path);
-  OpenAIBatchInput out;
-  std::set<std::string> seen;
-  std::string text;
-  int number = 0;
-  while (std::getline(in, text)) {
-    ++number;
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Json j;
-    try {
-      j = Json::parse(text);
-    } catch (const std::exception&) {
-      out.skipped_lines.push_back(str("line ", number, ": not JSON"));
-      continue;
-    }
-    if (!j.is_object() || !j.contains("custom_id") || !j["custom_id"].is_string()) {
-      out.skipped_lines.push_back(str("line ", number, ": no string custom_id"));
-      continue;
-    }
-    OpenAIBatchInput::Line line;
-    line.custom_id = j["custom_id"].get<std::string>();
-    line.key = j["custom_id"].dump();
-    if (!seen.insert(line.key).second) {
-      out.duplicate_ids++;
-      continue;
-    }
-    line.method = j.value("method", Json("")).is_string() ? j.value("method", "") : "";
-    line.url = j.value("url", Json("")).is_string() ? j.value("url", "") : "";
-    line.body = j.contains("body") ? j["body"].dump() : "";
-    out.lines.push_back(std::move(line));
+bool parse_openai_batch_line(const Json& j, const std::string& problem, const std::string& base_dir,
+                             OpenAIBatchLine* out, std::string* why) {
+  if (!j.is_object() || !j.contains("custom_id") || !j["custom_id"].is_string()) {
+    *why = "no string \"custom_id\"";
+    return false;
   }
-  return out;
+  *out = OpenAIBatchLine{};
+  out->custom_id = j["custom_id"].get<std::string>();
+  out->key = j["custom_id"].dump();
+  out->base_dir = base_dir;
+  out->problem = problem;
+  const auto text = [&](const char* key) { return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : ""; };
+  out->method = text("method");
+  out->url = text("url");
+  if (!out->problem.empty()) return true;  // past a limit: the body is incomplete, never run or copied
+  if (!j.contains("body")) {
+    out->problem = "the line has no \"body\"";
+    return true;
+  }
+  out->body = j["body"].dump();
+  out->prefetch_url = first_remote_image(j["body"]);
+  return true;
+}
+
+std::unique_ptr<JobItem> make_openai_batch_item(const OpenAIBatchLine& line) {
+  return std::make_unique<OpenAIBatchItem>(line);
 }
 
 BatchJobSummary run_openai_batch_job(InferenceService& service, const std::string& input_path,
                                      const std::string& output_path, const BatchJobOptions& options) {
-  BatchJobSummary summary;
-  const OpenAIBatchInput input = read_openai_batch(input_path);
-  for (const auto& why : input.skipped_lines) std::fprintf(stderr, "fovea run: skipped %s\n", why.c_str());
-  if (input.duplicate_ids > 0)
-    std::fprintf(stderr, "fovea run: dropped %d lines whose custom_id appeared earlier\n", input.duplicate_ids);
-  const ExistingResults existing = resume_results_file(output_path, options.retry_failed, "custom_id");
-  std::vector<const OpenAIBatchInput::Line*> todo;
-  for (const auto& line : input.lines) {
-    if (existing.done.count(line.key)) {
-      summary.already_done++;
-      summary.earlier_failed += existing.failed.count(line.key);
-    } else {
-      todo.push_back(&line);
-    }
-  }
-  summary.total = int64_t(input.lines.size());
-  if (summary.already_done > 0)
-    std::fprintf(stderr, "resume: %lld of %lld requests already in %s\n", (long long)summary.already_done,
-                 (long long)summary.total, output_path.c_str());
-
-  openai::ParseOptions parse;
-  parse.tiling = options.tiling;
-  parse.max_tiles = options.max_tiles;
-  // The batch file is the user's own: local paths anywhere (relative ones from the file's directory), remote
-  // URLs too; the size limit still applies.
-  MediaOptions media;
-  media.allowed_media_dir = "/";
-  media.allow_remote = true;
-  media.max_bytes = options.max_image_bytes;
-  const std::string base_dir = absolute_dir_of(input_path);
-  const openai::MediaLoader loader = [&](const std::string& url) {
-    const bool plain_relative = !url.empty() && url[0] != '/' && url.find("://") == std::string::npos &&
-                                url.rfind("data:", 0) != 0;
-    return load_image_url(plain_relative ? base_dir + "/" + url : url, media);
-  };
-  const std::string model = service.model_name();
-  const openai::TokenText token_text = [&service](int32_t t) { return service.token_text(t); };
-  std::vector<Parsed> parsed(todo.size());
-
-  ResultsWriter writer(output_path);
-  Progress progress(int64_t(todo.size()), options.progress_terminal, options.progress_interval_s);
-  RateWindow rate(60.0);
-  const double start = now_seconds();
-
-  PumpCallbacks callbacks;
-  callbacks.make_request = [&](size_t i, Request* request, std::string* error) {
-    const OpenAIBatchInput::Line& line = *todo[i];
-    Parsed& p = parsed[i];
-    openai::ChatRequest chat;
-    if (line.url != "/v1/chat/completions") {
-      p.error.status = 400;
-      p.error.message = "url '" + line.url + "' is not supported (only /v1/chat/completions)";
-      p.error.param = "url";
-    } else if (line.method != "POST" && line.method != "post") {
-      p.error.status = 400;
-      p.error.message = "method '" + line.method + "' is not supported (POST)";
-      p.error.param = "method";
-    } else if (openai::parse_chat_request(line.body, parse, loader, &chat, &p.error)) {
-      p.ok = true;
-      p.logprobs = chat.logprobs;
-      p.top_logprobs = chat.top_logprobs;
-      *request = std::move(chat.request);
-      return true;
-    }
-    *error = p.error.message;
-    return false;
-  };
-  callbacks.on_finished = [&](std::vector<FinishedRequest>& finished) {
-    std::string lines;
-    for (const auto& f : finished) {
-      const OpenAIBatchInput::Line& line = *todo[f.index];
-      const Parsed& p = parsed[f.index];
-      if (!p.ok) {
-        lines += error_line(line, p.error);
-      } else if (!f.final.error.empty() || f.final.finish_reason == "error") {
-        RequestEvent ev = f.final;
-        if (ev.error.empty()) ev.error = "failed";
-        lines += error_line(line, openai::engine_error(ev));
-      } else {
-        const openai::Completion c{derived_id("chatcmpl-", line.custom_id, 2), int64_t(std::time(nullptr)), model};
-        const Json logprobs = p.logprobs ? openai::logprob_content(f.logprobs, p.top_logprobs, token_text) : Json();
-        const Json body = openai::completion_json(c, f.text, openai::finish_reason_for(f.final.finish_reason),
-                                                  logprobs, f.final.prompt_tokens, f.final.completion_tokens);
-        lines += dump_line(record(line, 200, body, nullptr));
-        continue;
-      }
-      summary.failed++;
-    }
-    writer.append(lines);  // durable before it counts as done
-    summary.ran += int64_t(finished.size());
-    rate.add(now_seconds(), int64_t(finished.size()));
-  };
-  callbacks.on_tick = [&] {
-    if (!options.progress) return;
-    progress.set_detail(engine_shares(service.stats()));
-    progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
-  };
-  callbacks.engine_failure_retries = 1;  // once, on another engine
-  pump_requests(service, todo.size(), options.concurrency, callbacks);
-  summary.elapsed_s = now_seconds() - start;
-  if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
-  return summary;
+  const JobInput input = read_job_input(input_path, InputFormat::OpenAI, {});
+  report_input_problems(input);
+  return run_job_input(service, input, output_path, options);
 }
 
 }  // namespace fovea

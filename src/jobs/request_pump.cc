@@ -91,18 +91,18 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
         service.submit(pending, collector(pending_index, mailbox, callbacks));
         have_pending = false;
         ++in_flight;
+      } catch (const QueueFullError&) {
+        queue_full = true;
+        continue;
       } catch (const std::exception& e) {
-        if (is_queue_full_error(e)) {
-          queue_full = true;
-          continue;
-        }
         FinishedRequest failed;
         failed.index = pending_index;
         failed.final.finished = true;
         failed.final.finish_reason = "error";
         failed.final.error = client_error_text(e.what());
-        // Refused by a failed engine (a dispatcher with none left says so in its message) or our own problem.
-        failed.final.error_kind = is_engine_failure_error(e.what()) ? ErrorKind::EngineFailed : ErrorKind::Internal;
+        // Refused by a failed engine (EngineFailedError: a dispatcher with none left) or our own problem.
+        failed.final.error_kind =
+            dynamic_cast<const EngineFailedError*>(&e) ? ErrorKind::EngineFailed : ErrorKind::Internal;
         mailbox->post(std::move(failed));
         have_pending = false;
         ++in_flight;

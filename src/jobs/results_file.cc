@@ -38,6 +38,8 @@ ExistingResults recover_results_file(const std::string& path, const std::string&
     try {
       const auto j = nlohmann::json::parse(line);
       if (!j.is_object() || !j.contains(key_field)) throw std::runtime_error("no key");
+      // An OpenAI batch record has an "id" of its own (batch_req_...); it is keyed by custom_id, never by id.
+      if (key_field != "custom_id" && j.contains("custom_id")) continue;
       const std::string key = j[key_field].dump();
       out.done.insert(key);
       if (j.contains("error") && !j["error"].is_null()) out.failed.insert(key);
@@ -83,12 +85,18 @@ int drop_failed_records(const std::string& path) {
   in.close();
   if (dropped == 0) return 0;
   const std::string temp = path + ".tmp";
-  {
-    ResultsWriter out(temp);
-    FOVEA_CHECK(::truncate(temp.c_str(), 0) == 0, "cannot truncate ", temp, ": ", std::strerror(errno));
-    out.append(kept);
+  try {
+    {
+      ResultsWriter out(temp);
+      FOVEA_CHECK(::truncate(temp.c_str(), 0) == 0, "cannot truncate ", temp, ": ", std::strerror(errno));
+      out.append(kept);
+    }
+    FOVEA_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot replace ", path, ": ", std::strerror(errno));
+  } catch (...) {
+    // A full disk (or any failure) leaves the results as they were, and no half-written copy beside them.
+    ::unlink(temp.c_str());
+    throw;
   }
-  FOVEA_CHECK(std::rename(temp.c_str(), path.c_str()) == 0, "cannot replace ", path, ": ", std::strerror(errno));
   // The rename itself is durable only once the directory is synced.
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
@@ -103,6 +111,7 @@ int drop_failed_records(const std::string& path) {
 std::string result_line(const BatchResult& r) {
   nlohmann::ordered_json j;
   j["id"] = r.id;
+  if (r.question_index >= 0) j["question_index"] = r.question_index;
   j["text"] = r.text;
   j["tokens"] = r.tokens;
   if (r.has_answers && r.error.empty()) {

@@ -32,6 +32,7 @@ int drop_failed_records(const std::string& path);
 
 struct BatchResult {
   nlohmann::json id;
+  int question_index = -1;  // a "prompts" task's question (written as "question_index"); -1 none
   std::string text;
   std::vector<int32_t> tokens;
   std::vector<std::pair<std::string, float>> answer_logprobs;  // written as "logprobs" when non-empty
@@ -42,8 +43,8 @@ struct BatchResult {
   double ms = 0;
 };
 
-// One JSONL line (with its '\n'), keys in the documented order: id, text, tokens, logprobs?, choice_logprobs?,
-// error?, error_kind?, ms.
+// One JSONL line (with its '\n'), keys in the documented order: id, question_index?, text, tokens, logprobs?,
+// choice_logprobs?, error?, error_kind?, ms.
 std::string result_line(const BatchResult& result);
 
 class ResultsWriter {

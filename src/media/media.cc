@@ -1,16 +1,12 @@
 #include "media/media.h"
 
 #include <algorithm>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
-#include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstdlib>
 
+#include "core/local_file.h"
 #include "fetch/fetch.h"
 
 namespace fovea {
@@ -65,47 +61,31 @@ std::string load_data_url(const std::string& url, int64_t max_bytes) {
   return bytes;
 }
 
-// Local media: regular files only, inside the allowed directory after resolving links, read with a deadline.
+// Local media: inside the allowed directory after resolving links, read by the one local-file reader
+// (core/local_file.h: regular files only, never blocking on a FIFO, size checked before reading, a deadline).
 // A path outside the directory and a missing path get the same message, so a client cannot probe which files
-// exist elsewhere. The file is opened without blocking (a FIFO would otherwise hold the handler, and with it
-// shutdown, forever) and checked again after opening: the path that was opened, not the one resolved before,
-// must lie inside the directory (a link swapped in between is caught).
+// exist elsewhere. The path that was opened, not the one resolved before, must lie inside the directory (a link
+// swapped in between is caught).
 std::string read_local_file(const std::string& path, const MediaOptions& options) {
   if (options.allowed_media_dir.empty())
     throw MediaError("local image paths are not allowed (start the server with --allowed-media-dir DIR)");
-  // Relative paths are taken relative to the allowed directory.
-  const std::string full = !path.empty() && path[0] == '/' ? path : options.allowed_media_dir + "/" + path;
-  const std::string unavailable = str("image file not found in the allowed media directory: ", path);
-  const std::string inside = path_inside(full, options.allowed_media_dir);
-  if (inside.empty()) throw MediaError(unavailable);
-  const int fd = ::open(inside.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0) throw MediaError(unavailable);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw MediaError(str("image path is not a regular file: ", path));
-  if (path_inside(str("/proc/self/fd/", fd), options.allowed_media_dir).empty()) throw MediaError(unavailable);
-  if (st.st_size > options.max_bytes)
-    throw MediaError(str("image file is larger than the limit of ", options.max_bytes, " bytes: ", path));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.local_timeout_ms);
-  std::string bytes;
-  bytes.reserve(size_t(st.st_size));
-  char chunk[256 * 1024];
-  for (;;) {
-    if (std::chrono::steady_clock::now() > deadline)
-      throw MediaError(str("reading image file timed out after ", options.local_timeout_ms, " ms: ", path));
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw MediaError(str("cannot read image file: ", path));
-    if (n == 0) break;
-    bytes.append(chunk, size_t(n));
-    if (int64_t(bytes.size()) > options.max_bytes)  // the file grew after fstat
-      throw MediaError(str("image file is larger than the limit of ", options.max_bytes, " bytes: ", path));
+  const std::string unavailable = str("image file not found in the allowed media directory: ", excerpt(path, 256));
+  try {
+    check_local_path(path, "image file");
+    // Relative paths are taken relative to the allowed directory.
+    const std::string full = path[0] == '/' ? path : options.allowed_media_dir + "/" + path;
+    const std::string inside = path_inside(full, options.allowed_media_dir);
+    if (inside.empty()) throw MediaError(unavailable);
+    LocalFileLimits limits;
+    limits.max_bytes = options.max_bytes;
+    limits.timeout_ms = options.local_timeout_ms;
+    LocalFile file(inside, limits, "image file", path);
+    if (path_inside(str("/proc/self/fd/", file.fd()), options.allowed_media_dir).empty()) throw MediaError(unavailable);
+    return file.read_all();
+  } catch (const LocalFileError& e) {
+    if (e.reason() == LocalFileError::Reason::NotFound) throw MediaError(unavailable);
+    throw MediaError(e.what());
   }
-  if (bytes.empty()) throw MediaError(str("image file is empty: ", path));
-  return bytes;
 }
 
 // http(s):// with --allow-remote-media; s3:// only with --allow-s3-media too, since it reads with the server's

@@ -50,6 +50,15 @@ void read_llm_sizes(const JsonSection& s, LlmConfig* l) {
   l->head_dim = s.get_int("head_dim", default_head_dim);
   l->ffn = s.get_int("intermediate_size");
   l->vocab = s.get_int("vocab_size");
+  // The tokenizer files decide BOS and EOS (model/special_tokens.cc), but ids the config states outside the
+  // vocabulary say that config and weights belong to different models.
+  for (const char* key : {"bos_token_id", "eos_token_id"}) {
+    if (!s.has(key)) continue;
+    const nlohmann::json& value = s.json[key];
+    for (const nlohmann::json& id : value.is_array() ? value : nlohmann::json::array({value}))
+      FOVEA_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < l->vocab, s.where, ".",
+                  key, " ", excerpt(id.dump()), " is outside the vocabulary (vocab_size ", l->vocab, ")");
+  }
   // A zero or negative epsilon / rope base loads and then answers NaN logits (token 0): refuse them here.
   l->rms_eps = float(s.get_positive("rms_norm_eps", 1e-6));
   double theta = s.get_positive("rope_theta", 10000.0);
@@ -106,6 +115,17 @@ void read_vision_shape(const JsonSection& vis, VisionConfig* v) {
   v->norm_eps = float(vis.get_positive("layer_norm_eps", 1e-6));
 }
 
+// Only InternViT runs: another tower's config (SigLIP, CLIP) would be read as InternViT's sizes and fail later on its
+// tensors. A config that leaves the key out is taken as InternViT's.
+void check_vision_tower(const JsonSection& vis, const char* model_type, const char* architecture) {
+  const std::string type = vis.get_string("model_type", model_type);
+  FOVEA_CHECK(type == model_type, vis.where, ".model_type '", type, "': unknown vision tower (supported: ", model_type,
+              ", InternViT)");
+  const std::string arch = vis.first_architecture();
+  FOVEA_CHECK(architecture == nullptr || arch.empty() || arch == architecture, vis.where, ".architectures[0] '", arch,
+              "': unknown vision tower (supported: ", architecture, ")");
+}
+
 // norm_type: layer_norm (InternViT-300M) or rms_norm (InternViT-6B); the two formats default differently.
 VitNorm read_vit_norm(const JsonSection& vis, const char* fallback) {
   const std::string norm = vis.get_string("norm_type", fallback);
@@ -137,8 +157,9 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
   } else if (const char* why = unsupported_llm(arch)) {
     FOVEA_FAIL(llm.where, ".architectures[0] '", arch, "': ", why);
   } else {
-    FOVEA_FAIL(llm.where, ": unknown architecture '", arch,
-               "' (supported: InternLM2ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, LlamaForCausalLM)");
+    FOVEA_FAIL(llm.where, ".architectures[0] '", arch,
+               "': unknown architecture (supported: InternLM2ForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+               "LlamaForCausalLM)");
   }
   read_llm_sizes(llm, &d->llm);
   check_rope_scaling(llm);
@@ -150,6 +171,7 @@ void parse_original(const JsonSection& root, ModelDesc* d) {
 
   // Defaults are those of InternVL's InternVisionConfig (the InternViT-6B shape): real configs state all three.
   const JsonSection vis = root.child("vision_config");
+  check_vision_tower(vis, "intern_vit_6b", "InternVisionModel");
   VisionConfig& v = d->vision;
   read_vision_shape(vis, &v);
   v.norm = read_vit_norm(vis, "rms_norm");
@@ -191,7 +213,7 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
   } else if (const char* why = unsupported_llm(type)) {
     FOVEA_FAIL(text.where, ".model_type '", type, "': ", why);
   } else {
-    FOVEA_FAIL(text.where, ": unknown architecture model_type '", type, "' (supported: llama, qwen2, qwen3)");
+    FOVEA_FAIL(text.where, ".model_type '", type, "': unknown architecture (supported: llama, qwen2, qwen3)");
   }
   read_llm_sizes(text, &d->llm);
   check_rope_scaling(text);
@@ -201,6 +223,7 @@ void parse_hf(const JsonSection& root, ModelDesc* d) {
   d->llm.tie_embeddings = text.get_bool("tie_word_embeddings", root.get_bool("tie_word_embeddings", false));
 
   const JsonSection vis = root.child("vision_config");
+  check_vision_tower(vis, "internvl_vision", nullptr);
   VisionConfig& v = d->vision;
   read_vision_shape(vis, &v);
   v.norm = read_vit_norm(vis, "layer_norm");  // transformers' InternVLVisionConfig defaults
@@ -260,7 +283,7 @@ ModelDesc load_model_desc(const std::string& dir) {
     parse_hf(root, &d);
     read_hf_tiling(dir, &d);
   } else {
-    FOVEA_FAIL(path.string(), ": unknown architecture model_type '", type, "' (supported: internvl_chat, internvl)");
+    FOVEA_FAIL(path.string(), ": model_type '", type, "': unknown architecture (supported: internvl_chat, internvl)");
   }
   check_common_vision(d.vision, root.where + ": vision");
   check_llm(d.llm, root.where + ": llm");

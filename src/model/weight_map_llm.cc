@@ -76,6 +76,12 @@ void map_llm_weights(const SafetensorsSet& set, ModelDesc* desc, ModelWeights* o
       map_llama_layer(set, desc, base, out, dst);
     }
   }
+  // A config that names fewer layers than the checkpoint holds would load and silently skip the rest.
+  const std::string beyond = prefix + "layers." + std::to_string(l.layers) + ".";
+  for (const std::string& name : set.names())
+    FOVEA_CHECK(name.rfind(beyond, 0) != 0, set.describe(), ": config.json num_hidden_layers is ", l.layers,
+                " but the checkpoint holds weights of layer ", l.layers, " (", name,
+                "): the config does not match the weights");
   put(out, "llm.norm", set.ref(prefix + "norm.weight", {l.hidden}));
   const std::string head =
       internlm2 ? "language_model.output.weight" : pick_name(set, {"language_model.lm_head.weight", "lm_head.weight"});

@@ -2,7 +2,7 @@
 // loader makes of such views (rows stacked, InternLM2's qkv regrouped, 4-bit or FP8 dequantized, 4-bit repacked).
 // Its dtype and shape are known from the files' headers without reading any data, so a whole model is described
 // (and checked against its config) before anything is read, and the uploader reads one tensor at a time, dropping
-// each before the next (docs/design.md, "Model loading").
+// each before the next (docs/components/model-loading.md).
 #pragma once
 #include <functional>
 #include <memory>

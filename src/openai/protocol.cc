@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "requests/json_fields.h"
+#include "requests/json_limits.h"
 
 namespace fovea::openai {
 namespace {
@@ -281,27 +282,16 @@ bool parse_chat_request(const std::string& body_text, const ParseOptions& option
   Json body;
   // Depth and size are checked while parsing, so a body of a million tiny values or a deep nest is refused
   // before it becomes a tree many times its size.
-  struct JsonLimit {
-    std::string message;
-  };
-  int64_t elements = 0;
-  const Json::parser_callback_t limit = [&](int depth, Json::parse_event_t event, Json&) {
-    if (depth > options.max_json_depth)
-      throw JsonLimit{str("the request JSON nests deeper than ", options.max_json_depth, " levels")};
-    if (event == Json::parse_event_t::value || event == Json::parse_event_t::object_start ||
-        event == Json::parse_event_t::array_start) {
-      if (++elements > options.max_json_elements)
-        throw JsonLimit{str("the request JSON holds more than ", options.max_json_elements, " elements")};
-    }
-    return true;
-  };
+  const JsonLimits limits{options.max_json_depth, options.max_json_elements};
+  JsonOverLimit over = JsonOverLimit::None;
   try {
-    body = Json::parse(body_text, limit);
-  } catch (const JsonLimit& e) {
-    *error = bad(e.message);
-    return false;
+    body = parse_json_within(body_text, limits, &over);
   } catch (const std::exception&) {
     *error = bad("the request body is not valid JSON");
+    return false;
+  }
+  if (over != JsonOverLimit::None) {
+    *error = bad("the request JSON " + json_limit_text(over, limits));
     return false;
   }
   if (!body.is_object()) {

@@ -1,7 +1,7 @@
 // The WeightSource of a loaded checkpoint: each canonical tensor is made when the uploader asks for it (a view of the
 // mapped file, or the loader's layout change / dequantization / repacking of it), checked for NaN, converted (FP8
 // quantization on the host) and uploaded, then dropped. So the host holds the transient buffers of one tensor at a time
-// on top of the mapped files (docs/design.md, "Model loading").
+// on top of the mapped files (docs/components/model-loading.md).
 #include "backend/fp8_recipe.h"
 #include "model/w4_repack.h"
 #include "model/weight_check.h"

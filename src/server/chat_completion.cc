@@ -42,19 +42,25 @@ class PendingRequest {
   std::deque<RequestEvent> events_;
 };
 
-// Why submit() refused: a full queue (429), a draining engine (503), or the request itself (400).
+// Why submit() refused (fovea/error.h): a full queue (429), a draining service (503), no working engine left
+// (503), or the request itself (400).
 openai::ApiError submit_error(const std::exception& e) {
   openai::ApiError error;
-  if (is_queue_full_error(e)) {
+  if (dynamic_cast<const QueueFullError*>(&e)) {
     error.status = 429;
     error.message = "the server is at capacity; retry later";
     error.type = "rate_limit_error";
     error.code = "rate_limit_exceeded";
-  } else if (std::string(e.what()).find("not accepting") != std::string::npos) {
+  } else if (dynamic_cast<const NotAcceptingError*>(&e)) {
     error.status = 503;
     error.message = "the server is shutting down";
     error.type = "server_error";
     error.code = "unavailable";
+  } else if (dynamic_cast<const EngineFailedError*>(&e)) {
+    error.status = 503;
+    error.message = e.what();
+    error.type = "server_error";
+    error.code = error_kind_name(ErrorKind::EngineFailed);
   } else {
     error.status = 400;
     error.message = e.what();

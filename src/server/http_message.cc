@@ -95,6 +95,18 @@ RequestParser::State RequestParser::fail(int status, std::string message) {
   return State::Error;
 }
 
+namespace {
+// True when a line of buffer[0, limit) ends in a bare LF. HTTP lines end in CRLF; a client that sends a bare LF
+// would otherwise wait for a CRLF that never comes until the request times out (408 after 30 s).
+bool has_bare_lf(const std::string& buffer, size_t limit) {
+  limit = std::min(limit, buffer.size());
+  for (size_t i = buffer.find('\n'); i < limit; i = buffer.find('\n', i + 1))
+    if (i == 0 || buffer[i - 1] != '\r') return true;
+  return false;
+}
+constexpr const char* kBareLf = "a line of the request ends in a bare LF (HTTP lines end in CRLF)";
+}  // namespace
+
 RequestParser::State RequestParser::feed(std::string& buffer) {
   for (;;) {
     if (phase_ == Phase::Done) return State::Done;
@@ -112,6 +124,7 @@ RequestParser::State RequestParser::step(std::string& buffer, bool* progressed) 
       // Leading empty lines before a request line are allowed (RFC 9112 2.2).
       while (buffer.rfind("\r\n", 0) == 0) buffer.erase(0, 2);
       const size_t end = buffer.find("\r\n\r\n");
+      if (has_bare_lf(buffer, end == std::string::npos ? buffer.size() : end)) return fail(400, kBareLf);
       if (end == std::string::npos) {
         if (buffer.size() > limits_.max_header_bytes) return fail(431, "request headers too large");
         return State::NeedMore;
@@ -133,6 +146,7 @@ RequestParser::State RequestParser::step(std::string& buffer, bool* progressed) 
     }
     case Phase::ChunkSize: {
       const size_t eol = buffer.find("\r\n");
+      if (has_bare_lf(buffer, eol)) return fail(400, kBareLf);
       if (eol == std::string::npos) {
         if (buffer.size() > 1024) return fail(400, "chunk size line too long");
         return State::NeedMore;
@@ -170,6 +184,7 @@ RequestParser::State RequestParser::step(std::string& buffer, bool* progressed) 
     case Phase::Trailers: {
       // Trailer fields are read and dropped; an empty line ends the message.
       const size_t eol = buffer.find("\r\n");
+      if (has_bare_lf(buffer, eol)) return fail(400, kBareLf);
       if (eol == std::string::npos) {
         if (trailer_bytes_ + buffer.size() > limits_.max_header_bytes) return fail(431, "trailers too large");
         return State::NeedMore;

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "engine/stats_fields.h"
 
 namespace fovea {
 
@@ -27,36 +31,30 @@ class Exposition {
   std::string out_;
 };
 
-// Behind the data-parallel dispatcher: each engine's share, one series per engine="cuda:0" label.
-void render_engine_shares(Exposition& e, const EngineStats& s) {
-  if (s.engines.empty()) return;
-  struct Series {
-    const char* name;
-    const char* type;
-    const char* help;
-    double (*value)(const EngineStats&);
-  };
-  const Series series[] = {
-      {"fovea_engine_up", "gauge", "1 while the engine takes requests, 0 once its device failed",
-       [](const EngineStats& x) { return x.failed ? 0.0 : 1.0; }},
-      {"fovea_engine_requests_finished_total", "counter", "requests each engine finished",
-       [](const EngineStats& x) { return double(x.requests_finished); }},
-      {"fovea_engine_requests_failed_total", "counter", "requests that ended in an error, per engine",
-       [](const EngineStats& x) { return double(x.requests_failed); }},
-      {"fovea_engine_completion_tokens_total", "counter", "tokens generated, per engine",
-       [](const EngineStats& x) { return double(x.completion_tokens); }},
-      {"fovea_engine_queue_depth", "gauge", "requests waiting to be scheduled, per engine",
-       [](const EngineStats& x) { return double(x.queue_depth); }},
-      {"fovea_engine_running_requests", "gauge", "requests being scheduled or generated, per engine",
-       [](const EngineStats& x) { return double(x.running); }},
-      {"fovea_engine_kv_blocks_used", "gauge", "KV cache blocks in use, per engine",
-       [](const EngineStats& x) { return double(x.kv_blocks_used); }},
-      {"fovea_engine_vision_cache_hits_total", "counter", "images served from the vision cache, per engine",
-       [](const EngineStats& x) { return double(x.vision_cache_hits); }},
-  };
-  for (const Series& m : series) {
-    e.head(m.name, m.type, m.help);
-    for (const EngineStats& engine : s.engines) e.line(m.name, "engine=\"" + engine.engine + "\"", m.value(engine));
+// A table series name "fovea_x{stage=\"vit\"}" as its metric name and its labels.
+std::pair<std::string, std::string> split_series(const std::string& series) {
+  const size_t brace = series.find('{');
+  if (brace == std::string::npos) return {series, ""};
+  return {series.substr(0, brace), series.substr(brace + 1, series.size() - brace - 2)};
+}
+
+const char* prometheus_type(StatKind kind) { return kind == StatKind::Counter ? "counter" : "gauge"; }
+
+// Every numeric field of the EngineStats table (engine/stats_fields.h), one HELP/TYPE per metric name.
+// prefix "fovea_engine_" with one stats per engine: each engine's share, labelled engine="cuda:0".
+void render_engine_stats(Exposition& e, const std::vector<const EngineStats*>& engines, bool per_engine) {
+  std::string last_metric;
+  for (const StatField& field : engine_stats_fields()) {
+    if (field.kind == StatKind::Label) continue;
+    auto [metric, labels] = split_series(field.metric);
+    if (per_engine) metric = "fovea_engine_" + metric.substr(std::string("fovea_").size());
+    if (metric != last_metric) e.head(metric.c_str(), prometheus_type(field.kind), field.help);
+    last_metric = metric;
+    for (const EngineStats* s : engines) {
+      std::string all_labels = per_engine ? "engine=\"" + s->engine + "\"" : "";
+      if (!labels.empty()) all_labels += (all_labels.empty() ? "" : ",") + labels;
+      e.line(metric.c_str(), all_labels, stat_number(field, *s) * field.metric_scale);
+    }
   }
 }
 
@@ -72,32 +70,19 @@ std::string render_metrics(const EngineStats& s, const ServerCounters& server) {
   e.metric("fovea_http_active_requests", "gauge", "HTTP requests being handled", server.active_requests);
   e.metric("fovea_requests_cancelled_total", "counter", "requests cancelled because the client went away",
            double(server.requests_cancelled));
-  e.metric("fovea_requests_submitted_total", "counter", "requests submitted to the engine", double(s.requests_submitted));
-  e.metric("fovea_requests_finished_total", "counter", "requests the engine finished", double(s.requests_finished));
-  e.metric("fovea_requests_failed_total", "counter", "requests that ended in an error", double(s.requests_failed));
-  e.metric("fovea_prompt_tokens_total", "counter", "prompt tokens processed", double(s.prompt_tokens));
-  e.metric("fovea_completion_tokens_total", "counter", "tokens generated", double(s.completion_tokens));
-  e.metric("fovea_queue_depth", "gauge", "requests waiting to be scheduled", s.queue_depth);
-  e.metric("fovea_running_requests", "gauge", "requests being scheduled or generated", s.running);
   e.metric("fovea_qpm", "gauge", "completed requests per minute over the last minute", server.qpm);
-  e.metric("fovea_prefix_cache_hit_tokens_total", "counter", "prompt tokens served from the prefix cache",
-           double(s.prefix_cache_hit_tokens));
-  e.metric("fovea_prefill_tokens_total", "counter", "prompt tokens whose KV was computed", double(s.prefill_tokens));
-  e.metric("fovea_inflight_prefix_waits_total", "counter",
-           "requests that waited for a prefix another request was computing", double(s.inflight_prefix_waits));
-  e.metric("fovea_vision_cache_hits_total", "counter", "images whose embeddings came from the vision cache",
-           double(s.vision_cache_hits));
-  e.metric("fovea_vision_cache_misses_total", "counter", "images encoded by the vision model",
-           double(s.vision_cache_misses));
-  e.metric("fovea_kv_blocks_total", "gauge", "KV cache blocks in the pool", s.kv_blocks_total);
-  e.metric("fovea_kv_blocks_used", "gauge", "KV cache blocks in use", s.kv_blocks_used);
   e.metric("fovea_kv_usage_ratio", "gauge", "fraction of KV cache blocks in use",
            s.kv_blocks_total > 0 ? double(s.kv_blocks_used) / s.kv_blocks_total : 0.0);
-  e.head("fovea_stage_seconds_total", "counter", "cumulative time per pipeline stage");
-  e.line("fovea_stage_seconds_total", "stage=\"preprocess\"", s.preprocess_ms / 1000.0);
-  e.line("fovea_stage_seconds_total", "stage=\"vit\"", s.vit_ms / 1000.0);
-  e.line("fovea_stage_seconds_total", "stage=\"llm\"", s.llm_ms / 1000.0);
-  render_engine_shares(e, s);
+  render_engine_stats(e, {&s}, false);
+  if (!s.engines.empty()) {
+    // Behind the data-parallel dispatcher: each engine's share, and whether it still takes requests.
+    std::vector<const EngineStats*> engines;
+    for (const EngineStats& engine : s.engines) engines.push_back(&engine);
+    e.head("fovea_engine_up", "gauge", "1 while the engine takes requests, 0 once its device failed");
+    for (const EngineStats* engine : engines)
+      e.line("fovea_engine_up", "engine=\"" + engine->engine + "\"", engine->failed ? 0.0 : 1.0);
+    render_engine_stats(e, engines, true);
+  }
   return e.take();
 }
 

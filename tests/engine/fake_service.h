@@ -31,7 +31,7 @@ class FakeService final : public InferenceService {
 
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex);
-    if (in_flight_.load() >= queue_limit) FOVEA_FAIL("queue full");
+    if (in_flight_.load() >= queue_limit) throw QueueFullError("queue full");
     const int64_t id = next_id_++;
     requests.push_back(request);
     submitted++;

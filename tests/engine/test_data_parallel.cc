@@ -26,14 +26,14 @@ class HoldingEngine final : public InferenceService {
   std::mutex mutex;
   std::vector<Held> held;
   std::vector<int64_t> cancelled;
-  bool refuse_as_failed = false;  // submit() throws "engine failed"
-  bool refuse_as_full = false;    // submit() throws "queue full"
+  bool refuse_as_failed = false;  // submit() throws EngineFailedError
+  bool refuse_as_full = false;    // submit() throws QueueFullError
   int finished = 0;
 
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex);
-    if (refuse_as_failed) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
-    if (refuse_as_full) FOVEA_FAIL("queue full: test");
+    if (refuse_as_failed) throw EngineFailedError("engine failed: device lost");
+    if (refuse_as_full) throw QueueFullError("queue full: test");
     const int64_t id = 100 + int64_t(held.size());
     held.push_back({id, std::move(request), std::move(callback)});
     return id;
@@ -150,8 +150,8 @@ TEST(DataParallel, AFullEngineHandsTheRequestToTheNextAndAllFullIsQueueFull) {
   try {
     rig.submit(1);
     FAIL() << "every engine full should be queue full";
-  } catch (const std::exception& e) {
-    EXPECT_TRUE(is_queue_full_error(e)) << e.what();
+  } catch (const QueueFullError& e) {
+    EXPECT_NE(std::string(e.what()).find("queue full: test"), std::string::npos) << e.what();
   }
 }
 
@@ -159,9 +159,9 @@ TEST(DataParallel, AFailedEngineLeavesTheRotationAndStatsSaySo) {
   Rig rig(2);
   rig.submit(1, "photo-A");  // -> 0
   rig.submit(1);             // -> 1
-  rig.engines[0]->finish(0, std::string(kEngineFailedPrefix) + ": CUDA error");
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
   ASSERT_EQ(rig.finals.size(), 1u);
-  EXPECT_TRUE(is_engine_failure_error(rig.finals[0].error));
+  EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
   EXPECT_NE(rig.finals[0].error.find("cpu#0"), std::string::npos) << rig.finals[0].error;
   rig.submit(50, "photo-A");  // its engine is out: affinity gives way
   rig.submit(50);
@@ -187,8 +187,8 @@ TEST(DataParallel, AnEngineThatRefusesAsFailedIsSkippedAndNoneLeftIsAnEngineFail
   try {
     rig.submit(1);
     FAIL() << "no engine left should throw";
-  } catch (const std::exception& e) {
-    EXPECT_TRUE(is_engine_failure_error(e.what())) << e.what();
+  } catch (const EngineFailedError& e) {
+    EXPECT_NE(std::string(e.what()).find("no working engine left"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(rig.service->stats().failed);
 }
@@ -222,7 +222,7 @@ class FlakyEngine final : public InferenceService {
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex_);
     const int n = submitted_++;
-    if (fail_from_ >= 0 && n > fail_from_) FOVEA_FAIL(kEngineFailedPrefix, ": device lost");
+    if (fail_from_ >= 0 && n > fail_from_) throw EngineFailedError("engine failed: device lost");
     const bool fail = fail_from_ >= 0 && n >= fail_from_;
     threads_.emplace_back([this, request, callback, fail] {
       if (wait_for_ != nullptr) wait_for_->wait();
@@ -232,7 +232,7 @@ class FlakyEngine final : public InferenceService {
       RequestEvent final;
       final.finished = true;
       final.finish_reason = fail ? "error" : "length";
-      if (fail) final.error = std::string(kEngineFailedPrefix) + ": device lost";
+      if (fail) final.error = "engine failed: device lost";
       if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
       if (fail && failed_ != nullptr) failed_->release();

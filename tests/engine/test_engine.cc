@@ -154,15 +154,14 @@ TEST_F(EngineFake, AFailedDeviceFailsEverythingHeldAndRefusesMore) {
   for (int i = 0; i < 4; ++i) {
     const RequestEvent last = collector_.get("r" + std::to_string(i)).last;
     EXPECT_EQ(last.finish_reason, "error");
-    EXPECT_TRUE(is_engine_failure_error(last.error)) << last.error;
     EXPECT_NE(last.error.find("injected device failure"), std::string::npos) << last.error;
     EXPECT_EQ(last.error_kind, ErrorKind::EngineFailed);
   }
   try {
     engine->submit(image_request(1, "more"), collector_.callback_for("refused"));
     FAIL() << "a failed engine must refuse new requests";
-  } catch (const Error& e) {
-    EXPECT_TRUE(is_engine_failure_error(e.what())) << e.what();
+  } catch (const EngineFailedError& e) {
+    EXPECT_NE(std::string(e.what()).find("injected device failure"), std::string::npos) << e.what();
   }
   const EngineStats s = engine->stats();
   EXPECT_TRUE(s.failed);
@@ -290,8 +289,8 @@ TEST_F(EngineFake, CancelWhileRunningAndQueueLimit) {
   try {
     engine->submit(image_request(4, "one too many"), collector_.callback_for("refused"));
     FAIL() << "submit beyond max_queue should throw";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("queue full"), std::string::npos);
+  } catch (const QueueFullError& e) {
+    EXPECT_NE(std::string(e.what()).find("max_queue"), std::string::npos) << e.what();
   }
   engine->cancel(long_id);
   gate_.open();

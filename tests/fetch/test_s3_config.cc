@@ -1,5 +1,6 @@
 // s3:// URLs -> endpoint, region and credentials, from a fake environment and temporary AWS files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -105,6 +106,28 @@ TEST_F(S3Files, NoCredentialsAnywhereMeansUnsigned) {
   EXPECT_TRUE(c.access_key.empty());
   EXPECT_NE(c.why_unsigned.find("AWS_EC2_METADATA_DISABLED"), std::string::npos) << c.why_unsigned;
   EXPECT_EQ(c.region, "us-east-1");
+}
+
+// AWS_SHARED_CREDENTIALS_FILE naming a FIFO used to block the fetch forever in open(); now it fails at once with
+// what the file is (the one local-file reader, core/local_file.h).
+TEST_F(S3Files, ACredentialsFileThatIsAFifoFailsInsteadOfHanging) {
+  ASSERT_EQ(::mkfifo((dir_ / "pipe").c_str(), 0600), 0);
+  env_["AWS_SHARED_CREDENTIALS_FILE"] = (dir_ / "pipe").string();
+  try {
+    resolve();
+    ADD_FAILURE() << "resolved";
+  } catch (const FetchError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a regular file (a FIFO)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AwsIni, SectionsCommentsAndNestedBlocks) {
+  const std::string text = "[default]\nregion = eu-west-1\n; c\n# c\n[profile dev]\n  nested = no\nregion=x\ns3 =\n"
+                           "  endpoint_url = http://nested\n[broken\nkey = v\n";
+  EXPECT_EQ(parse_ini_section(text, "default"), (std::map<std::string, std::string>{{"region", "eu-west-1"}}));
+  EXPECT_EQ(parse_ini_section(text, "profile dev"),
+            (std::map<std::string, std::string>{{"region", "x"}, {"s3", ""}, {"key", "v"}}));
+  EXPECT_TRUE(parse_ini_section(text, "none").empty());
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "fuzz_text_setup.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 
 // The demo checkpoint is written before fuzzing starts, so its cost is not charged to the first input.
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

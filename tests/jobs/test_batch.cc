@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -191,6 +194,60 @@ TEST_F(BatchFiles, RunsResumesAndRecordsErrors) {
   EXPECT_EQ(again.already_done, 8);
   EXPECT_EQ(again.earlier_failed, 2);
   EXPECT_EQ(read_records(out).size(), 8u);
+}
+
+// A FIFO (or a link to one), a directory or a device given as an image fails its own task at once; before, the
+// job blocked in open() on the FIFO forever and no task got a record.
+TEST_F(BatchFiles, FifosDirectoriesAndDevicesFailTheirOwnTask) {
+  ASSERT_EQ(::mkfifo((dir_ / "img" / "pipe.jpg").c_str(), 0600), 0);
+  fs::create_symlink(dir_ / "img" / "pipe.jpg", dir_ / "img" / "to_pipe.jpg");
+  std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"good","image":"img/p0.jpg","prompt":"q"})" << "\n"
+                                      << R"({"id":"fifo","image":"img/pipe.jpg","prompt":"q"})" << "\n"
+                                      << R"({"id":"link","image":"img/to_pipe.jpg","prompt":"q"})" << "\n"
+                                      << R"({"id":"dir","image":"img","prompt":"q"})" << "\n"
+                                      << R"({"id":"dev","image":"/dev/zero","prompt":"q"})" << "\n";
+  const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.progress = false;
+  const fs::path out = dir_ / "results.jsonl";
+  const BatchJobSummary s = run_batch_job(service, list, out.string(), options);
+  EXPECT_EQ(s.ran, 5);
+  EXPECT_EQ(s.failed, 4);
+  std::map<std::string, std::string> error;
+  for (const auto& rec : read_records(out)) error[rec["id"]] = rec.value("error", "");
+  EXPECT_EQ(error["good"], "");
+  EXPECT_NE(error["fifo"].find("is not a regular file (a FIFO)"), std::string::npos) << error["fifo"];
+  EXPECT_NE(error["link"].find("is not a regular file (a FIFO)"), std::string::npos) << error["link"];
+  EXPECT_NE(error["dir"].find("is a directory"), std::string::npos) << error["dir"];
+  EXPECT_NE(error["dev"].find("is not a regular file (a character device)"), std::string::npos) << error["dev"];
+}
+
+// --retry-failed on a full disk: the rewrite fails, the results stay as they were and no results.jsonl.tmp is left
+// behind. A file-size limit (RLIMIT_FSIZE) stands in for the full disk: writes past it fail with EFBIG.
+TEST_F(BatchFiles, RetryFailedOnAFullDiskLeavesNoTemporaryFile) {
+  const fs::path out = dir_ / "results.jsonl";
+  std::string before;
+  for (int i = 0; i < 200; ++i) before += R"({"id":"t)" + std::to_string(i) + R"(","text":"some answer text","ms":1})" "\n";
+  before += R"({"id":"bad","text":"","error":"x","ms":1})" "\n";
+  std::ofstream(out) << before;
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old;
+  small.rlim_cur = 1024;  // the kept records need about 10 KB
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  bool threw = false;
+  try {
+    drop_failed_records(out.string());
+  } catch (const Error&) {
+    threw = true;
+  }
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(threw);
+  EXPECT_FALSE(fs::exists(dir_ / "results.jsonl.tmp"));
+  EXPECT_EQ(read_all(out), before);
 }
 
 TEST_F(BatchFiles, RetryFailedRunsErrorRecordsAgain) {

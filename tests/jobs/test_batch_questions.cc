@@ -10,6 +10,7 @@
 
 #include "../engine/fake_service.h"
 #include "jobs/batch_job.h"
+#include "jobs/job_input.h"
 
 namespace fovea {
 namespace {
@@ -119,6 +120,37 @@ TEST_F(QuestionFiles, ChoicesComeBackAsChoiceLogprobs) {
     EXPECT_FLOAT_EQ(by_id[id]["choice_logprobs"]["no"].get<float>(), -2.0f) << id;
   }
   for (const Request& r : service.requests) EXPECT_EQ(r.params.choices, (std::vector<std::string>{"yes", "no"}));
+}
+
+// Ids made from "prompts" used to collide with the user's own ids, and one task was dropped with a line on stderr
+// only. Now the later line is dropped with a message naming both lines (and `fovea run` exits 1), and every
+// record of a multi-question task says which question it answers.
+TEST_F(QuestionFiles, GeneratedIdsThatCollideAreRefusedNamingBothLines) {
+  std::ofstream(dir_ / "tasks.jsonl") << R"({"id":"a","prompts":["q0","q1"]})" << "\n"
+                                      << R"({"id":"a#1","prompt":"q"})" << "\n"
+                                      << R"({"id":"7#0","prompt":"q"})" << "\n"
+                                      << R"({"id":7,"prompts":["q0"]})" << "\n";
+  const JobInput input = read_job_input((dir_ / "tasks.jsonl").string(), InputFormat::Auto, {});
+  ASSERT_EQ(input.duplicates.size(), 2u);
+  EXPECT_NE(input.duplicates[0].find("line 2: id \"a#1\" was already used by line 1 (question 1)"),
+            std::string::npos) << input.duplicates[0];
+  EXPECT_NE(input.duplicates[1].find("line 4 (question 0): id \"7#0\" was already used by line 3"), std::string::npos)
+      << input.duplicates[1];
+  ASSERT_EQ(input.tasks.tasks.size(), 3u);
+
+  testing::FakeService service;
+  BatchJobOptions options;
+  options.progress = false;
+  run_job_input(service, input, (dir_ / "out.jsonl").string(), options);
+  std::map<std::string, nlohmann::json> by_id;
+  std::ifstream in(dir_ / "out.jsonl");
+  for (std::string text; std::getline(in, text);) {
+    const auto j = nlohmann::json::parse(text);
+    by_id[j["id"].get<std::string>()] = j;
+  }
+  EXPECT_EQ(by_id.at("a#0")["question_index"], 0);
+  EXPECT_EQ(by_id.at("a#1")["question_index"], 1);
+  EXPECT_FALSE(by_id.at("7#0").contains("question_index"));  // the plain task of line 3
 }
 
 }  // namespace

@@ -90,6 +90,22 @@ TEST_F(MediaFiles, OnlyRegularFilesAreRead) {
   EXPECT_THROW(load_image_url((root_ / "allowed" / "empty.png").string(), options_), MediaError);
 }
 
+// A request's path with a NUL inside (JSON's \u0000) is refused, not read as the path before the NUL; a directory
+// says it is one (it used to be "larger than the limit").
+TEST_F(MediaFiles, NulInPathAndDirectoriesAreNamedForWhatTheyAre) {
+  auto message = [&](const std::string& path) {
+    try {
+      load_image_url(path, options_);
+    } catch (const MediaError& e) {
+      return std::string(e.what());
+    }
+    return std::string("loaded");
+  };
+  const std::string inside = (root_ / "allowed" / "sub" / "a.png").string();
+  EXPECT_NE(message(inside + std::string(1, '\0') + "x").find("NUL"), std::string::npos);
+  EXPECT_NE(message((root_ / "allowed" / "sub").string()).find("is a directory"), std::string::npos);
+}
+
 TEST_F(MediaFiles, DataUrlsAndRefusedSchemes) {
   EXPECT_EQ(load_image_url("data:image/png;base64," + base64_encode("xyz"), options_), "xyz");
   EXPECT_EQ(load_image_url("DATA:image/png;base64," + base64_encode("xyz"), options_), "xyz");

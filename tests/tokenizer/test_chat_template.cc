@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 #include "tokenizer/demo_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "vectors.h"

@@ -3,7 +3,14 @@
 
     python3 tools/family/family_table.py --write      # (re)writes tests/data/family/<model>/ stand-ins
     python3 tools/family/family_table.py --check      # fails when a committed stand-in differs (CI, no torch)
-    python3 tools/family/family_table.py --markdown   # prints the README's family table
+    python3 tools/family/family_table.py --markdown [--fits]   # prints the README's family table
+    python3 tools/family/family_table.py --write --fovea build/fovea   # also rewrites tests/data/family/family_table.md
+--fits adds the "fits one H200: bf16 / FP8 / 4-bit" column, as committed in tests/data/family/family_table.md (the
+table with every other column from family.json); --check fails when that file is stale (with --fovea, the
+planner's column recomputed too). The "fits one H200"
+column is the memory planner's (`fovea inspect --plan --gpu-memory 143771MiB`, an H200's memory as nvidia-smi
+reports it, on each row's config at its real sizes: weights, the smallest KV pool, image pool, workspace and
+reserve), not an estimate: a row the loader refuses has none.
 
 A stand-in keeps its checkpoint's config layout (the keys, `architectures` and `model_type` names InternVL's and
 transformers' config classes write for that LLM and vision tower) with tiny sizes, plus a tokenizer_config.json
@@ -14,7 +21,9 @@ are computed here from the real sizes (dense rows; MoE rows give the model card'
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FAMILY = os.path.join(ROOT, "tests", "data", "family")
@@ -28,6 +37,23 @@ SPECIAL = ["<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<q
            "<box>", "</box>"]
 QWEN_SPECIAL = ["<|endoftext|>"] + SPECIAL
 LLAMA3_SPECIAL = ["<|begin_of_text|>", "<|end_of_text|>"] + SPECIAL
+# The real ids: InternLM2's tokenizer.model gives <s> 1, </s> 2 and renames pieces 92538-92543 (<|im_end|> 92542,
+# <|im_start|> 92543); InternVL adds its tokens after the 92,544 pieces. Qwen2.5 tokenizers end their own added
+# tokens at 151664 and InternVL adds its after them; Qwen2's (InternVL2-1B) at 151645, so InternVL's start at 151646
+# (vocabulary 151,655); Qwen3's end at 151668 (<think> 151667, </think> 151668), so InternVL3.5's start at 151669.
+_INTERNVL_ORDER = ["<img>", "</img>", "<IMG_CONTEXT>", "<quad>", "</quad>", "<ref>", "</ref>", "<box>", "</box>"]
+_QWEN_OWN = {"<|endoftext|>": 151643, "<|im_start|>": 151644, "<|im_end|>": 151645}
+
+
+def _after(first, own):
+    return {**own, **{n: first + i for i, n in enumerate(_INTERNVL_ORDER)}}
+
+
+REAL_IDS = {
+    "InternLM2ForCausalLM": lambda l: _after(92544, {"<s>": 1, "</s>": 2, "<|im_end|>": 92542, "<|im_start|>": 92543}),
+    "Qwen2ForCausalLM": lambda l: _after(151665 if l["vocab"] >= 151665 + 9 else 151646, _QWEN_OWN),
+    "Qwen3ForCausalLM": lambda l: _after(151669, {**_QWEN_OWN, "<think>": 151667, "</think>": 151668}),
+}
 
 
 def vision_params(v):
@@ -58,9 +84,9 @@ def row_params(doc, row):
     return vision_params(v) + projector + llm_params(l)
 
 
-def vision_config(v, fmt):
+def vision_config(v, fmt, t=TINY_VISION):
+    """The vision tower's section at sizes t (TINY_VISION, or real_vision_sizes(v))."""
     six_b = v["qk_norm"]
-    t = TINY_VISION
     if fmt == "hf":
         return {"attention_bias": v["qkv_bias"], "attention_dropout": 0.0, "hidden_act": "gelu",
                 "hidden_dropout_prob": 0.0, "hidden_size": t["hidden"], "image_size": [448, 448],
@@ -86,6 +112,31 @@ def special_names(l):
     return ["<s>", "</s>"] + SPECIAL
 
 
+def tiny_llm_sizes(l):
+    # Qwen3: heads of 16, so heads * head_dim != hidden as in Qwen3-0.6B.
+    return dict(TINY_LLM, head_dim=16) if l["arch"].startswith("Qwen3") else dict(TINY_LLM)
+
+
+def real_llm_sizes(l):
+    return {k: l[k] for k in ("hidden", "layers", "heads", "kv_heads", "head_dim", "ffn", "vocab")}
+
+
+def real_vision_sizes(v):
+    return {k: v[k] for k in ("hidden", "layers", "heads", "mlp")}
+
+
+def real_special_ids(l):
+    """The special token ids of the real checkpoints' tokenizers, for the LLM families whose tokenizer files a
+    benchmark carries (InternLM2's tokenizer.model, Qwen2's vocab.json + merges.txt, which Qwen3 shares); other
+    families get the tiny stand-ins' placement at the top of their real vocabulary (enough for the memory planner,
+    which reads no token)."""
+    if l["arch"] in REAL_IDS:
+        return REAL_IDS[l["arch"]](l)
+    names = special_names(l)
+    first = l["vocab"] - len(names) - 4
+    return {n: first + i for i, n in enumerate(names)}
+
+
 def special_ids(l):
     names = special_names(l)
     first = TINY_LLM["vocab"] - len(names) - 4
@@ -95,12 +146,13 @@ def special_ids(l):
     return ids
 
 
-def llm_config(l, fmt):
-    """The LLM's section: the keys its config class writes, tiny sizes."""
-    t = TINY_LLM
+def llm_config(l, fmt, t=None, ids=None):
+    """The LLM's section: the keys its config class writes, at sizes t (tiny_llm_sizes(l) by default, or
+    real_llm_sizes(l)) with special token ids `ids` (the tiny ones by default)."""
+    t = t or tiny_llm_sizes(l)
     arch = l["arch"]
-    ids = special_ids(l)
-    head_dim = 16 if arch.startswith("Qwen3") else t["head_dim"]
+    ids = ids or special_ids(l)
+    head_dim = t["head_dim"]
     c = {"architectures": [arch], "hidden_act": "silu", "hidden_size": t["hidden"], "initializer_range": 0.02,
          "intermediate_size": t["ffn"], "max_position_embeddings": 32768, "num_attention_heads": t["heads"],
          "num_hidden_layers": t["layers"], "num_key_value_heads": t["kv_heads"], "rms_norm_eps": 1e-06,
@@ -136,7 +188,8 @@ def llm_config(l, fmt):
                                "original_max_position_embeddings": 4096, "truncate": False},
                  eos_token_id=ids["<|im_end|>"], max_position_embeddings=131072, rms_norm_eps=1e-05)
     elif arch == "Phi3ForCausalLM":
-        c.update(model_type="phi3", attention_dropout=0.0, bos_token_id=1, eos_token_id=32000, embd_pdrop=0.0,
+        # eos 2 (</s>): the real 32000 lies past the stand-in's small vocabulary, which the loader refuses.
+        c.update(model_type="phi3", attention_dropout=0.0, bos_token_id=1, eos_token_id=2, embd_pdrop=0.0,
                  original_max_position_embeddings=4096, resid_pdrop=0.0, sliding_window=262144, rms_norm_eps=1e-05,
                  rope_scaling={"type": "su", "long_factor": [1.0] * 4, "short_factor": [1.0] * 4},
                  max_position_embeddings=131072)
@@ -156,29 +209,34 @@ def llm_config(l, fmt):
     return c
 
 
-def model_config(doc, row):
+def model_config(doc, row, sizes="tiny"):
+    """config.json of a row: "tiny" (the stand-in), "real" (the checkpoint's sizes and token ids) or "tiny-vocab"
+    (tiny widths and depths over the real vocabulary and ids, so the real tokenizer files fit: a CPU rehearsal)."""
     v, l = doc["vision_towers"][row["vision"]], doc["llms"][row["llm"]]
-    ids = special_ids(l)
+    ids = special_ids(l) if sizes == "tiny" else real_special_ids(l)
+    vision_t = real_vision_sizes(v) if sizes == "real" else TINY_VISION
+    llm_t = {"tiny": tiny_llm_sizes(l), "real": real_llm_sizes(l),
+             "tiny-vocab": dict(tiny_llm_sizes(l), vocab=l["vocab"])}[sizes]
     if row["format"] == "hf":
         return {"architectures": ["InternVLForConditionalGeneration"], "downsample_ratio": 0.5, "dtype": "bfloat16",
                 "image_seq_length": 256, "image_token_id": ids["<IMG_CONTEXT>"], "model_type": "internvl",
-                "projector_hidden_act": "gelu", "text_config": llm_config(l, "hf"), "tie_word_embeddings": False,
-                "vision_config": vision_config(v, "hf"), "vision_feature_layer": -1,
-                "vision_feature_select_strategy": "default"}
+                "projector_hidden_act": "gelu", "text_config": llm_config(l, "hf", llm_t, ids),
+                "tie_word_embeddings": False, "vision_config": vision_config(v, "hf", vision_t),
+                "vision_feature_layer": -1, "vision_feature_select_strategy": "default"}
     return {"architectures": ["InternVLChatModel"],
             "auto_map": {"AutoConfig": "configuration_internvl_chat.InternVLChatConfig",
                          "AutoModel": "modeling_internvl_chat.InternVLChatModel",
                          "AutoModelForCausalLM": "modeling_internvl_chat.InternVLChatModel"},
             "downsample_ratio": 0.5, "dynamic_image_size": True, "force_image_size": 448,
-            "llm_config": llm_config(l, "original"), "max_dynamic_patch": 12, "min_dynamic_patch": 1,
+            "llm_config": llm_config(l, "original", llm_t, ids), "max_dynamic_patch": 12, "min_dynamic_patch": 1,
             "model_type": "internvl_chat", "pad2square": False, "ps_version": "v2", "select_layer": -1,
             "template": row["template"], "torch_dtype": "bfloat16", "use_backbone_lora": 0, "use_llm_lora": 0,
-            "use_thumbnail": True, "vision_config": vision_config(v, "original")}
+            "use_thumbnail": True, "vision_config": vision_config(v, "original", vision_t)}
 
 
-def tokenizer_config(doc, row):
+def tokenizer_config(doc, row, sizes="tiny"):
     l = doc["llms"][row["llm"]]
-    ids = special_ids(l)
+    ids = special_ids(l) if sizes == "tiny" else real_special_ids(l)
     decoder = {str(i): {"content": s, "lstrip": False, "normalized": False, "rstrip": False, "single_word": False,
                         "special": True} for s, i in sorted(ids.items(), key=lambda kv: kv[1])}
     config = {"added_tokens_decoder": decoder, "eos_token": "<|im_end|>", "model_max_length": 16384}
@@ -205,13 +263,80 @@ def params_b(doc, row):
     return row["params_card_b"] if p is None else p / 1e9
 
 
-def markdown(doc):
-    lines = ["| model | format | vision | LLM | params (B) | status in Fovea |", "|---|---|---|---|---|---|"]
+H200 = "143771MiB"  # what nvidia-smi reports for an H200 ("141 GB" on its data sheet)
+PLAN_COLUMNS = ("bf16", "fp8", "4-bit")
+
+
+def plan_fits(doc, row, fovea):
+    """{"bf16": bool, "fp8": bool, "4-bit": bool} from `fovea inspect --plan` on the row's real-size config, or
+    None when the loader refuses the config (the row's refusal)."""
+    with tempfile.TemporaryDirectory(prefix="fovea_family_plan_") as d:
+        for name, obj in (("config.json", model_config(doc, row, "real")),
+                          ("tokenizer_config.json", tokenizer_config(doc, row, "real"))):
+            with open(os.path.join(d, name), "w") as f:
+                json.dump(obj, f, indent=2)
+        run = subprocess.run([fovea, "inspect", "--model", d, "--plan", "--gpu-memory", H200], capture_output=True,
+                             text=True, timeout=120)
+    if run.returncode != 0:
+        if row["status"] == "supported":
+            sys.exit(f"{row['name']}: fovea inspect --plan failed: {run.stderr.strip()[-500:]}")
+        return None
+    fits = {}
+    for line in run.stdout.splitlines():
+        words = line.split()
+        if words and words[0] in PLAN_COLUMNS and words[0] not in fits:
+            fits[words[0]] = line.rstrip().endswith(" fits")
+    missing = [c for c in PLAN_COLUMNS if c not in fits]
+    if missing:
+        sys.exit(f"{row['name']}: no {', '.join(missing)} row in fovea inspect --plan's output:\n{run.stdout}")
+    return fits
+
+
+def fits_cell(fits):
+    return " / ".join("yes" if fits[c] else "no" for c in PLAN_COLUMNS) if fits else "-"
+
+
+def committed_fits():
+    """{row name: "fits" cell} of the committed table (the planner's, written by --write --fovea)."""
+    if not os.path.exists(TABLE):
+        return None
+    cells = {}
+    with open(TABLE) as f:
+        for line in f:
+            parts = [p.strip() for p in line.strip().strip("|").split("|")]
+            if line.startswith("| Intern") and len(parts) == 7:
+                cells[parts[0]] = parts[5]
+    return cells
+
+
+def markdown(doc, fits=None):
+    """The README table; with `fits` ({row name: cell}), the planner's "fits one H200" column too."""
+    head, rule = "| model | format | vision | LLM | params (B) |", "|---|---|---|---|---|"
+    if fits is not None:
+        head, rule = head + " fits one H200: bf16 / FP8 / 4-bit |", rule + "---|"
+    lines = [head + " status in Fovea |", rule + "---|"]
     for row in doc["models"]:
         status = ("supported, golden-tested" if row["status"] == "supported" else "refused: " + row["refusal"])
-        lines.append(f"| {row['name']} | {row['format']} | {row['vision']} | {row['llm']} | "
-                     f"{params_b(doc, row):.1f} | {status} |")
-    return "\n".join(lines)
+        line = f"| {row['name']} | {row['format']} | {row['vision']} | {row['llm']} | {params_b(doc, row):.1f} |"
+        if fits is not None:
+            line += f" {fits.get(row['name'], 'not planned (run --write --fovea)')} |"
+        lines.append(line + f" {status} |")
+    return "\n".join(lines) + "\n"
+
+
+TABLE = os.path.join(FAMILY, "family_table.md")
+
+
+def load_doc():
+    with open(os.path.join(FAMILY, "family.json")) as f:
+        return json.load(f)
+
+
+def find_row(doc, name):
+    for row in doc["models"]:
+        if row["name"] == name:
+            return row
+    raise KeyError(f"no family row named {name}")
 
 
 def main():
@@ -219,29 +344,44 @@ def main():
     parser.add_argument("--write", action="store_true")
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--fits", action="store_true", help="--markdown: with the planner's 'fits one H200' column")
+    parser.add_argument("--fovea", help="the fovea binary: the planner's column is computed, not read from "
+                                         "tests/data/family/family_table.md")
     args = parser.parse_args()
-    with open(os.path.join(FAMILY, "family.json")) as f:
-        doc = json.load(f)
+    if args.fovea and not os.access(args.fovea, os.X_OK):
+        sys.exit(f"--fovea {args.fovea}: not an executable")
+    doc = load_doc()
     files = stand_ins(doc)
+    if args.fovea:
+        fits = {row["name"]: fits_cell(plan_fits(doc, row, args.fovea)) for row in doc["models"]}
+    else:
+        fits = committed_fits()
+    table = markdown(doc, fits)
     if args.write:
         for rel, text in files.items():
             os.makedirs(os.path.dirname(os.path.join(FAMILY, rel)), exist_ok=True)
             with open(os.path.join(FAMILY, rel), "w") as f:
                 f.write(text)
+        if args.fovea:
+            with open(TABLE, "w") as f:
+                f.write(table)
     if args.check:
         stale = []
         for rel, text in files.items():
             path = os.path.join(FAMILY, rel)
             if not os.path.exists(path) or open(path).read() != text:
                 stale.append(rel)
+        # Without --fovea the committed planner column is kept and every other column checked against family.json.
+        if fits is not None and (not os.path.exists(TABLE) or open(TABLE).read() != table):
+            stale.append(os.path.relpath(TABLE, FAMILY) + " (run --write --fovea BIN)")
         if stale:
-            sys.exit(f"stale stand-ins (run --write): {', '.join(stale)}")
+            sys.exit(f"stale (run --write): {', '.join(stale)}")
         for row in doc["models"]:  # the sizes must add up to the model card's total
             p = row_params(doc, row)
             if p is not None and abs(p / 1e9 - row["params_card_b"]) > 0.05 * row["params_card_b"]:
                 sys.exit(f"{row['name']}: sizes give {p / 1e9:.2f}B parameters, the card says {row['params_card_b']}B")
     if args.markdown:
-        print(markdown(doc))
+        print(table if args.fits or args.fovea else markdown(doc), end="")
 
 
 if __name__ == "__main__":

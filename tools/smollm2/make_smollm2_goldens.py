@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Records transformers float32 greedy answers (16 tokens) of the SmolLM2 InternVL checkpoint on the oracle
-prompt set (python/smollm2_prompts.py) into tests/data/smollm2/goldens.json, for tests/python/test_smollm2_oracle.py.
+prompt set (tools/smollm2/smollm2_prompts.py) into tests/data/smollm2/goldens.json, for tests/python/test_smollm2_oracle.py.
 
     fovea make-demo-model --llm smollm2 --out /tmp/smollm2
     pip install torch transformers pillow     # CPU is enough
-    python3 python/make_smollm2_goldens.py --model /tmp/smollm2
+    python3 tools/smollm2/make_smollm2_goldens.py --model /tmp/smollm2
 """
 import argparse
 import hashlib
@@ -19,7 +19,7 @@ from transformers import AutoTokenizer, InternVLForConditionalGeneration
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import smollm2_prompts as P  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NEW_TOKENS = 16
 
 

@@ -1,0 +1,151 @@
+"""The files that let vLLM 0.20 and LMDeploy 0.18 load make_model.py's -hf checkpoint (issue 26), written beside
+the ones Fovea and transformers read, and changing nothing they read differently:
+
+- config.json: text_config.architectures (both peers build the LLM from it).
+- preprocessor_config.json / video_preprocessor_config.json / processor_config.json: transformers' InternVL
+  processor (GotOcr2 image processor: 1-12 tiles + a thumbnail of 448 px, 256 tokens per tile), which both
+  peers call for the tiling. Fovea reads min/max_patches and crop_to_patches from the first: the values it
+  already uses.
+- tokenizer.json: InternLM2's SentencePiece model as a `tokenizers` BPE (no dummy prefix, byte fallback, BOS
+  added by the post-processor, the chat and image tokens as special tokens), so that the peers' tokenizer gives
+  the ids Fovea's does (Fovea reads tokenizer.model first, as before). `<video>` (which vLLM's processor
+  requires to be one token) is given id 92537, an unused piece ([UNUSED_TOKEN_140]) inside the vocabulary.
+- tokenizer_config.json: tokenizer_class, add_bos_token and the image tokens under extra_special_tokens.
+
+The InternLM2 variant only: the Qwen2 variant's vocabulary has no free id for `<video>`.
+  python3 bench/gpu/peer_files.py --model DIR   (adds them to a folder make_model.py wrote without them)
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+IMAGE_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
+                "video_token": "<video>"}
+VIDEO_TOKEN_ID = 92537  # [UNUSED_TOKEN_140] of InternLM2's tokenizer.model: never produced from text
+TEXT_ARCHITECTURE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+
+
+def image_processor_config():
+    """GotOcr2's settings for InternVL's official tiling (common.py: 448 px tiles, up to 12 + a thumbnail)."""
+    return {"image_processor_type": "GotOcr2ImageProcessor", "processor_class": "InternVLProcessor",
+            "crop_to_patches": True, "min_patches": 1, "max_patches": common.MAX_TILES,
+            "size": {"height": common.TILE, "width": common.TILE}, "resample": 3, "do_resize": True,
+            "do_rescale": True, "rescale_factor": 1 / 255, "do_normalize": True, "do_convert_rgb": True,
+            "image_mean": list(common.IMAGENET_MEAN), "image_std": list(common.IMAGENET_STD)}
+
+
+def video_processor_config():
+    keep = ("size", "resample", "do_resize", "do_rescale", "rescale_factor", "do_normalize", "do_convert_rgb",
+            "image_mean", "image_std")
+    return dict({k: v for k, v in image_processor_config().items() if k in keep},
+                video_processor_type="InternVLVideoProcessor", processor_class="InternVLProcessor",
+                initial_shift=True)
+
+
+def sentencepiece_bpe(model_file):
+    """InternLM2's tokenizer.model as a `tokenizers` BPE: the pieces as the vocabulary, and a merge (left, right)
+    for every split of a normal piece into two pieces, ranked by the piece's score as SentencePiece ranks its
+    merges (ties: shorter left part first, then lower ids). No dummy prefix: InternLM2's model has
+    add_dummy_prefix off ("Hello" -> 9843, " Hello" -> 22190). Unknown characters fall back to byte pieces."""
+    import sentencepiece
+    from tokenizers import Tokenizer, decoders, normalizers
+    from tokenizers.models import BPE
+    sp = sentencepiece.SentencePieceProcessor(model_file=model_file)
+    if sp.id_to_piece(sp.encode("a")[0]).startswith("\u2581"):
+        raise ValueError(f"{model_file} adds a dummy prefix, which this conversion does not model")
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    vocab = {piece: index for index, piece in enumerate(pieces)}
+    normal = [i for i in range(len(pieces)) if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)
+                                                    or sp.is_byte(i))]
+    ranked = []
+    for index in normal:
+        piece = pieces[index]
+        for cut in range(1, len(piece)):
+            left, right = piece[:cut], piece[cut:]
+            if left in vocab and right in vocab:
+                ranked.append((-sp.get_score(index), len(left), vocab[left], vocab[right], left, right))
+    ranked.sort()
+    merges = [(left, right) for *_, left, right in ranked]
+    tokenizer = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token=pieces[sp.unk_id()], fuse_unk=True,
+                              byte_fallback=True))
+    tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
+    tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    return tokenizer
+
+
+def build_tokenizer_json(model_file, added, bos="<s>", bos_id=1):
+    """InternLM2's tokenizer.model -> a `tokenizers` Tokenizer (JSON string) with `added` ({text: id}) as special
+    tokens and BOS prepended to a single sequence. An added id inside the pieces renames the piece there, as
+    InternLM2's own tokenizer files rename [UNUSED_TOKEN_*] pieces; ids past the pieces extend the vocabulary."""
+    import json
+    from tokenizers import Tokenizer, processors
+    doc = json.loads(sentencepiece_bpe(model_file).to_str())
+    vocab = doc["model"]["vocab"]
+    piece_at = {index: piece for piece, index in vocab.items()}
+    specials = {**added, "<unk>": 0, bos: bos_id, "</s>": 2}
+    for text, index in specials.items():
+        if index in piece_at and piece_at[index] != text:
+            del vocab[piece_at[index]]
+            vocab[text] = index
+    beyond = sorted(i for i in specials.values() if i not in piece_at)
+    if beyond and beyond != list(range(len(piece_at), len(piece_at) + len(beyond))):
+        raise ValueError(f"added token ids {beyond} do not follow the {len(piece_at)} pieces")
+    doc["added_tokens"] = [
+        {"id": index, "content": text, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True} for text, index in sorted(specials.items(), key=lambda kv: kv[1])]
+    tokenizer = Tokenizer.from_str(json.dumps(doc, ensure_ascii=False))
+    tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B",
+                                                             special_tokens=[(bos, bos_id)])
+    return tokenizer.to_str(pretty=False)
+
+
+def write_peer_files(out, variant, added):
+    """Writes/extends the files above in the model folder `out`. `added`: the tokenizer's added tokens."""
+    if variant != "internlm2":
+        common.log(f"peer files: the {variant} variant gets none (vLLM/LMDeploy runs use --variant internlm2)")
+        return False
+    config_path = os.path.join(out, "config.json")
+    config = common.read_json(config_path)
+    text = config["text_config"]
+    text["architectures"] = [TEXT_ARCHITECTURE[text["model_type"]]]
+    common.write_json(config_path, config)
+    common.write_json(os.path.join(out, "preprocessor_config.json"), image_processor_config())
+    common.write_json(os.path.join(out, "video_preprocessor_config.json"), video_processor_config())
+    common.write_json(os.path.join(out, "processor_config.json"),
+                      {"processor_class": "InternVLProcessor", "image_seq_length": common.TOKENS_PER_TILE})
+    tokens = dict(added, **{"<video>": VIDEO_TOKEN_ID})
+    model_file = os.path.join(out, "tokenizer.model")
+    if os.path.exists(model_file):
+        with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
+            f.write(build_tokenizer_json(model_file, tokens))
+    else:
+        common.log("peer files: no tokenizer.model in the model folder, so no tokenizer.json for the peers")
+    tok_path = os.path.join(out, "tokenizer_config.json")
+    tok = common.read_json(tok_path, {})
+    # PreTrainedTokenizerFast: the pipeline exactly as tokenizer.json gives it (AutoTokenizer would otherwise
+    # take model_type internvl's Qwen2Tokenizer).
+    tok.update({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": True, "add_eos_token": False,
+                "extra_special_tokens": IMAGE_TOKENS, "pad_token": "</s>", "unk_token": "<unk>",
+                "processor_class": "InternVLProcessor"})
+    common.write_json(tok_path, tok)
+    return True
+
+
+def main():
+    """Adds the peer files to a model folder that make_model.py wrote before it made them."""
+    import argparse
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="make_model.py's output folder")
+    args = p.parse_args()
+    info = common.read_json(os.path.join(args.model, "model.json"), {})
+    variant = info.get("variant", "internlm2")
+    added = common.read_json(os.path.join(args.model, "added_tokens.json"), {})
+    if not write_peer_files(args.model, variant, added):
+        sys.exit(1)
+    common.log(f"peer files written to {args.model}")
+
+
+if __name__ == "__main__":
+    main()
