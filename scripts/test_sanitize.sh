@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CI's sanitizer step (scripts/test.sh calls it), clang CPU builds of only the targets needed, one folder each:
-#  1. ASan + UBSan (build-sanitize/): the engine, server, batch-job, model and tokenizer tests;
+#  1. ASan + UBSan (build-sanitize/): the engine, server, batch-job, model, tokenizer, fetch / S3 / credential,
+#     image and quantize tests;
 #  2. ThreadSanitizer (build-tsan/): the tests whose threads meet: the engine's (fake runner; and the CPU model
 #     with its thread pool through an engine failure and its retries), the data-parallel dispatcher's, the
 #     request pump and prefetcher of the batch jobs (the Python Batch drives the same pump and prefetcher), the
@@ -13,7 +14,8 @@ cd "$(dirname "$0")/.."
 dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
 seconds=${FOVEA_FUZZ_SECONDS:-15}
 tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_openai test_media test_jobs
-       test_model_load test_safetensors test_tokenizer test_byte_level_bpe)
+       test_model_load test_safetensors test_tokenizer test_byte_level_bpe
+       test_fetch test_image test_w4_quantize test_quantized_config test_row_sampler)
 tsan_dir=${FOVEA_TSAN_DIR:-build-tsan}
 tsan_tests=(test_engine test_engine_failure_demo test_data_parallel test_jobs test_server test_fetch)
 mapfile -t fuzzers < <(ls tests/fuzz/corpus)
