@@ -12,7 +12,7 @@ target=$1 seconds=$2
 shift 2
 [ -d "tests/fuzz/corpus/$target" ] || { echo "fuzz.sh: no target $target (see tests/fuzz/corpus)" >&2; exit 2; }
 dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
-if [ "${FOVEA_FUZZ_BUILD:-1}" != 0 ]; then ./scripts/build_sanitize.sh "$target" >/dev/null; fi
+if [ "${FOVEA_FUZZ_BUILD:-1}" != 0 ]; then FOVEA_SANITIZER=address ./scripts/build_sanitize.sh "$target" >/dev/null; fi
 mkdir -p "$dir/fuzz-corpus/$target" "$dir/fuzz-artifacts"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -1,5 +1,5 @@
 // Image bytes from anywhere: http://, https:// and s3://bucket/key (S3-compatible object storage, SigV4-signed
-// with the usual AWS environment variables or ~/.aws files). One libcurl connection cache is shared by every
+// with credentials from the AWS SDKs' default chain: fetch/aws_credentials.h). One libcurl connection cache is shared by every
 // thread of the process, so repeated fetches from one host reuse connections and TLS sessions.
 //
 // This is the API the CLI, the server and the Python binding call:

@@ -22,9 +22,22 @@ constexpr int kNB = 128;  // columns of y per task (multiple of kNR)
 
 typedef float v8f __attribute__((vector_size(32)));
 
+// An FMA clone and a default one, chosen at load time through an ifunc. Its resolver runs while the loader
+// relocates the binary, before ThreadSanitizer's runtime is up, and TSan's instrumentation of it crashed every
+// program that links this file: a TSan build takes the default code only.
+#if defined(__SANITIZE_THREAD__)
+#define FOVEA_GEMM_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FOVEA_GEMM_CLONES
+#endif
+#endif
+#ifndef FOVEA_GEMM_CLONES
+#define FOVEA_GEMM_CLONES __attribute__((target_clones("fma", "default")))
+#endif
+
 // acc[r*kNB + j] += sum_k x_rows[r][k] * panel[k*kNR + j] for r < kMR, j < kNR.
-__attribute__((target_clones("fma", "default"))) void micro_kernel(const float* const* x_rows, const float* panel,
-                                                                   int kc, float* acc) {
+FOVEA_GEMM_CLONES void micro_kernel(const float* const* x_rows, const float* panel, int kc, float* acc) {
   v8f c[kMR][2];
   for (int r = 0; r < kMR; ++r) c[r][0] = c[r][1] = v8f{};
   for (int k = 0; k < kc; ++k) {
