@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "runtime/dummy_weights.h"
 #include "runtime/internvl_runner.h"
+#include "runtime/memory_plan.h"
 #include "runtime/simple_generate.h"
 #include "runtime/weights.h"
 
@@ -171,6 +172,56 @@ TEST_F(DeepConfig, Fp8DummyWeightsAreMadeAsFp8WithNoDenseCopy) {
   EXPECT_EQ(fp8.bytes, dense.bytes - size_t(layers * projection_weights * 3) + size_t(layers * out_channels * 4));
   EXPECT_EQ(fp8_backend.count(DType::F8E4M3), 4 * layers);
   EXPECT_EQ(dense_backend.count(DType::F8E4M3), 0);
+}
+
+// --load-format dummy with --quantization w4a16 (a 78B model on one 80 GB GPU) makes the LLM's projections in the
+// packed 4-bit layout directly (random codes + one scale per group): the bytes held while uploading never exceed the
+// final weights', no projection-shaped dense tensor is ever allocated, and the memory planner (which "uploads" the
+// same model into a backend that only counts bytes) names exactly those bytes: its tolerance is zero, as
+// runtime/memory_plan.h promises byte-for-byte agreement.
+TEST_F(DeepConfig, W4DummyWeightsArePackedWithNoDenseCopyAndMatchThePlan) {
+  const ConfigWeights w4_options{/*w4=*/true, /*w4_group=*/32, /*seed=*/0};
+  const auto source = make_dummy_source(desc_, w4_options);
+  AllocationLog dense_backend, w4_backend;
+  const DeviceWeights dense = upload_weights(desc_, *make_dummy_source(desc_, ConfigWeights{}), dense_backend);
+  const DeviceWeights w4 = upload_weights(desc_, *source, w4_backend);
+  const int64_t layers = 80;
+  ASSERT_EQ(desc_.llm.layers, layers);
+  EXPECT_EQ(w4.w4.linears, 4 * layers);
+  EXPECT_EQ(w4_backend.peak(), w4.bytes);
+  EXPECT_EQ(w4_backend.memory_in_use(), w4.bytes);
+  // Hidden 64, 4 heads and 2 KV heads of 16, FFN 128: qkv [128, 64], o [64, 64], gate_up [256, 64], down [64, 128].
+  const int64_t dense_elems = 128 * 64 + 64 * 64 + 256 * 64 + 64 * 128;
+  // 4 bits a code, plus one 32-bit param per group of 32 columns: 0.5 + 4/32 = 0.625 bytes per weight.
+  const size_t packed_bytes = size_t(dense_elems) * 5 / 8;
+  EXPECT_EQ(w4.w4.bytes, size_t(layers) * packed_bytes);
+  EXPECT_EQ(w4.bytes + size_t(layers * dense_elems) * 4, dense.bytes + size_t(layers) * packed_bytes);
+  // The 4-bit upload allocates only U32 codes / params beyond what the dense upload also allocates; no F32 tensor of a
+  // projection's size exists on the way (the dense upload's F32 count less the 4 projections of each layer).
+  EXPECT_EQ(w4_backend.count(DType::F32), dense_backend.count(DType::F32) - 4 * layers);
+
+  // The planner's weight figure for the same config and options equals the real upload's.
+  RunnerOptions opts;
+  opts.kv_blocks = 64;
+  opts.max_step_tokens = 600;
+  opts.max_step_tiles = 2;
+  opts.vision_pool_tiles = 2;
+  const std::unique_ptr<Backend> cpu = make_backend("cpu");
+  const MemoryPlan plan = plan_memory(desc_, *make_config_source(desc_, w4_options), opts, sizing_target_of(*cpu));
+  EXPECT_EQ(plan.weights, w4.bytes);
+  auto r = runner(w4_options);
+  EXPECT_EQ(plan.weights, r->memory().weights);
+  EXPECT_EQ(plan.workspace, r->memory().workspace);
+}
+
+TEST_F(DeepConfig, W4DummyGenerationIsDeterministicPerSeed) {
+  auto a = runner(ConfigWeights{true, 32, 11}), b = runner(ConfigWeights{true, 32, 11});
+  auto c = runner(ConfigWeights{true, 32, 12});
+  const SimpleGenerateResult ra = generate(*a, 5), rb = generate(*b, 5), rc = generate(*c, 5);
+  expect_alive(ra);
+  EXPECT_EQ(ra.tokens, rb.tokens);
+  EXPECT_EQ(ra.logits, rb.logits);
+  EXPECT_NE(ra.logits, rc.logits);
 }
 
 }  // namespace
