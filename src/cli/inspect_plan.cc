@@ -20,9 +20,10 @@ void print_plan(const char* label, const EnginePlan& p) {
   const MemoryPlan& m = p.memory;
   std::printf(
       "  %-6s %10s  weights %9s  KV %9s (%7d blocks)  image pool %8s  "
-      "workspace %8s  reserve %7s  %s\n",
+      "workspace %8s  rounding %7s  reserve %7s  %s\n",
       label, format_gib(m.total()).c_str(), format_gib(m.weights).c_str(), format_gib(m.kv_cache).c_str(), m.kv_blocks,
-      format_gib(m.vision_pool).c_str(), format_gib(m.workspace).c_str(), format_gib(m.reserve).c_str(),
+      format_gib(m.vision_pool).c_str(), format_gib(m.workspace).c_str(), format_gib(m.rounding).c_str(),
+      format_gib(m.reserve).c_str(),
       p.fits ? "fits" : "does not fit");
 }
 

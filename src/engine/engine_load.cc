@@ -25,10 +25,12 @@ void log_device_memory(const ModelRunner& runner, const RunnerOptions& opts, con
   const double gib = 1024.0 * 1024.0 * 1024.0;
   std::fprintf(stderr,
                "fovea: %s memory: weights %.2f GiB, KV pool %.2f GiB (%d blocks x %d tokens), image pool %.2f GiB "
-               "(%d tiles), workspace %.2f GiB, total %.2f GiB (planned %.2f GiB + %.2f GiB runtime reserve%s)\n",
+               "(%d tiles), workspace %.2f GiB, total %.2f GiB (planned %.2f GiB + %.2f GiB allocator rounding + "
+               "%.2f GiB runtime reserve%s)\n",
                internvl->desc().dir.c_str(), m.weights / gib, m.kv_cache / gib, opts.kv_blocks, opts.block_size,
                m.vision_pool / gib, opts.vision_pool_tiles, m.workspace / gib, m.total() / gib,
-               (plan.memory.total() - plan.memory.reserve) / gib, plan.memory.reserve / gib,
+               (plan.memory.total() - plan.memory.rounding - plan.memory.reserve) / gib, plan.memory.rounding / gib,
+               plan.memory.reserve / gib,
                plan.available > 0 ? str(", of ", format_gib(plan.available), " available").c_str() : "");
 }
 

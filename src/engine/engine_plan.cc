@@ -32,6 +32,32 @@ int min_kv_blocks(const RunnerOptions& opts) {
   return int((2 * int64_t(opts.max_step_tokens) + opts.block_size - 1) / opts.block_size);
 }
 
+// The probe that sized an automatic KV pool counted the allocator's rounding of its own pool's tensors (up to a page
+// each), not of the pool chosen: grow the pool into the room that leaves (up to `most` blocks), or shrink it while its
+// rounding does not fit (down to the two-step minimum).
+void fit_kv_rounding(const ModelDesc& desc, const WeightSource& source, const SizingTarget& target, size_t available,
+                     int most, EnginePlan* p) {
+  const int least = min_kv_blocks(p->opts);
+  auto try_blocks = [&](int blocks) {
+    RunnerOptions opts = p->opts;
+    opts.kv_blocks = blocks;
+    const MemoryPlan m = plan_memory(desc, source, opts, target);
+    if (m.total() > available) return false;
+    p->opts = opts;
+    p->memory = m;
+    return true;
+  };
+  if (p->memory.total() > available) {
+    for (int blocks = p->opts.kv_blocks - 1; blocks >= least && !try_blocks(blocks); --blocks) {
+    }
+    return;
+  }
+  const size_t room = (available - p->memory.total()) / p->memory.kv_block_bytes;
+  const int start = p->opts.kv_blocks;
+  for (int blocks = std::min<int>(most, start + int(room)); blocks > start && !try_blocks(blocks); --blocks) {
+  }
+}
+
 // The plan without the refusal's alternatives.
 EnginePlan plan_core(const EngineConfig& config, const ModelDesc& desc, const WeightSource& source,
                      const SizingTarget& target, size_t available) {
@@ -40,7 +66,9 @@ EnginePlan plan_core(const EngineConfig& config, const ModelDesc& desc, const We
   p.opts = engine_runner_options(config, desc, gpu);
   p.available = available;
   if (p.opts.kv_blocks <= 0) {
-    int blocks = default_kv_blocks(desc, target.compute_dtype, gpu, p.opts.block_size, p.opts.max_step_tokens);
+    const int default_blocks =
+        default_kv_blocks(desc, target.compute_dtype, gpu, p.opts.block_size, p.opts.max_step_tokens);
+    int blocks = default_blocks;
     if (available > 0) {
       // Probed at the default size: the block-table workspace grows with the pool (up to one sequence's blocks), so
       // what the probe leaves for KV is safe for any smaller pool.
@@ -52,8 +80,11 @@ EnginePlan plan_core(const EngineConfig& config, const ModelDesc& desc, const We
       blocks = int(std::max<size_t>(std::min<size_t>(size_t(blocks), room), size_t(min_kv_blocks(p.opts))));
     }
     p.opts.kv_blocks = blocks;
+    p.memory = plan_memory(desc, source, p.opts, target);
+    if (available > 0) fit_kv_rounding(desc, source, target, available, default_blocks, &p);
+  } else {
+    p.memory = plan_memory(desc, source, p.opts, target);
   }
-  p.memory = plan_memory(desc, source, p.opts, target);
   p.fits = available == 0 || p.memory.total() <= available;
   return p;
 }

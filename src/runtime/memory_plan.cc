@@ -3,12 +3,15 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "backend/cuda_allocation.h"
+
 namespace fovea {
 namespace {
 
 constexpr size_t kMiB = size_t(1) << 20;
 // The CUDA backend's own fixed buffers (cuda_backend.cc: 64 MiB of split-KV partials; gemm_lt.cc: 32 MiB of cuBLASLt
-// workspace) and room for cuBLAS handles, recorded graphs and cudaMalloc's rounding of ~1,000 weights.
+// workspace) and room for cuBLAS handles and recorded graphs (cudaMalloc's rounding of each tensor is planned apart,
+// MemoryPlan::rounding).
 constexpr size_t kCudaFixedBytes = 64 * kMiB + 32 * kMiB;
 constexpr size_t kCudaSlackBytes = 512 * kMiB;
 
@@ -53,9 +56,12 @@ size_t runtime_reserve_bytes(const ModelDesc& desc, const RunnerOptions& opts, D
 MemoryPlan plan_memory(const ModelDesc& desc, const WeightSource& source, const RunnerOptions& opts,
                        const SizingTarget& target) {
   FOVEA_CHECK(opts.kv_blocks > 0, "plan_memory: kv_blocks must be set (", opts.kv_blocks, ")");
-  const InternVLRunner runner(desc, make_shape_source(source), std::make_unique<SizingBackend>(target), opts);
+  auto sizing = std::make_unique<SizingBackend>(target);
+  const SizingBackend& counted = *sizing;  // owned by the runner below, which outlives every use
+  const InternVLRunner runner(desc, make_shape_source(source), std::move(sizing), opts);
   const RunnerMemory& m = runner.memory();
   MemoryPlan plan;
+  plan.rounding = counted.allocator_rounding();
   plan.weights = m.weights;
   plan.kv_cache = m.kv_cache;
   plan.vision_pool = m.vision_pool;
@@ -72,6 +78,7 @@ SizingTarget cuda_sizing_target() {
   t.compute_dtype = DType::BF16;
   t.weight_dtype = DType::BF16;
   t.w4_workspace = [](int64_t n, int64_t k, int64_t, bool) { return size_t(n) * size_t(k) * 2; };
+  t.allocation_bytes = cuda_allocation_bytes;
   return t;
 }
 
@@ -83,6 +90,7 @@ SizingTarget sizing_target_of(const Backend& backend) {
   t.w4_workspace = [&backend](int64_t n, int64_t k, int64_t group, bool permuted) {
     return backend.linear_w4_workspace_bytes(n, k, group, permuted);
   };
+  if (t.device == Device::CUDA) t.allocation_bytes = cuda_allocation_bytes;
   return t;
 }
 

@@ -1,8 +1,9 @@
 // Device memory of a runner, planned from the config and the options before anything is allocated or loaded.
 // plan_memory builds the runner itself on a SizingBackend (runtime/sizing_backend.h) with a weight source that writes
 // nothing, so weights, KV pool, image pool and workspace are what the real runner allocates, byte for byte, for any
-// model kind the runner supports; the reserve covers what a backend allocates outside Backend::alloc (on CUDA: the
-// cuBLASLt and split-KV attention workspaces, the FP8 activation buffer, graphs).
+// model kind the runner supports; the rounding is what cudaMalloc adds to those bytes (backend/cuda_allocation.h), and
+// the reserve covers what a backend allocates outside Backend::alloc (on CUDA: the cuBLASLt and split-KV attention
+// workspaces, the FP8 activation buffer, graphs).
 #pragma once
 #include <cstddef>
 #include <string>
@@ -19,9 +20,10 @@ struct MemoryPlan {
   size_t vision_pool = 0;  // image embeddings
   size_t workspace = 0;    // activations of the ViT and the LLM, index buffers, linear_w4's workspace
   size_t reserve = 0;      // the backend's own buffers outside alloc (runtime_reserve_bytes)
+  size_t rounding = 0;     // what the device's allocator adds by rounding each tensor (cuda_allocation.h); 0 on the CPU
   int kv_blocks = 0;
   size_t kv_block_bytes = 0;  // one block over all layers, K and V
-  size_t total() const { return weights + kv_cache + vision_pool + workspace + reserve; }
+  size_t total() const { return weights + kv_cache + vision_pool + workspace + reserve + rounding; }
   size_t without_kv() const { return total() - kv_cache; }
 };
 

@@ -10,6 +10,7 @@ Tensor SizingBackend::alloc(DType dtype, const Shape& shape) {
   for (int64_t d : shape) FOVEA_CHECK(d >= 0, "alloc: negative dimension in ", shape_str(shape));
   const size_t bytes = t.nbytes();
   bytes_ += bytes;
+  if (target_.allocation_bytes) rounding_ += target_.allocation_bytes(bytes) - bytes;
   t.data = reinterpret_cast<void*>(next_address_);
   next_address_ += (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
   return t;

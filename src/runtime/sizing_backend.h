@@ -17,6 +17,8 @@ struct SizingTarget {
   DType weight_dtype = DType::BF16;
   // Backend::linear_w4_workspace_bytes of that device; null: 0 (the CPU reference needs none).
   std::function<size_t(int64_t n, int64_t k, int64_t group, bool permuted)> w4_workspace;
+  // Device bytes one allocation of that many bytes takes, the allocator's rounding included; null: exactly those.
+  std::function<size_t(size_t bytes)> allocation_bytes;
 };
 
 class SizingBackend final : public CpuBackend {
@@ -36,6 +38,8 @@ class SizingBackend final : public CpuBackend {
   void fill_random(Tensor&, const RandomFill&) override {}
   void synchronize() override {}
   size_t memory_in_use() const override { return bytes_; }
+  // What the device's allocator adds to memory_in_use() by rounding each allocation (SizingTarget::allocation_bytes).
+  size_t allocator_rounding() const { return rounding_; }
   size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override {
     return target_.w4_workspace ? target_.w4_workspace(n, k, group, permuted) : 0;
   }
@@ -43,6 +47,7 @@ class SizingBackend final : public CpuBackend {
  private:
   SizingTarget target_;
   size_t bytes_ = 0;
+  size_t rounding_ = 0;
   uintptr_t next_address_ = uintptr_t(1) << 40;  // far from anything real; only ever offset, never read
 };
 
