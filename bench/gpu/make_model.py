@@ -104,10 +104,10 @@ def write_tokenizer(out, variant, tokenizer_path):
         if os.path.isdir(tokenizer_path):
             for name in os.listdir(tokenizer_path):
                 if name in ("tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json"):
-                    shutil.copy(os.path.join(tokenizer_path, name), os.path.join(out, name))
+                    common.copy_file(os.path.join(tokenizer_path, name), os.path.join(out, name))
         else:  # a lone SentencePiece model may be carried under another name (e.g. internlm2.model)
             name = "tokenizer.model" if tokenizer_path.endswith(".model") else os.path.basename(tokenizer_path)
-            shutil.copy(tokenizer_path, os.path.join(out, name))
+            common.copy_file(tokenizer_path, os.path.join(out, name))
     added = dict(INTERNLM2_ADDED if variant == "internlm2" else QWEN2_ADDED)
     if variant == "qwen2":
         base = common.read_json(os.path.join(tokenizer_path or "", "added_tokens.json"), {}) if tokenizer_path else {}

@@ -20,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+import sentencepiece_proto  # noqa: E402
 
 IMAGE_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
                 "video_token": "<video>"}
@@ -44,32 +45,54 @@ def video_processor_config():
                 initial_shift=True)
 
 
+def check_convertible(model, model_file):
+    """What sentencepiece_bpe does not model must be off in the model (all are in InternLM2's)."""
+    problems = []
+    if model["model_type"] != sentencepiece_proto.BPE:
+        problems.append(f"model type {model['model_type']} is not BPE (2)")
+    if model["add_dummy_prefix"]:
+        problems.append("it adds a dummy prefix")
+    if model["remove_extra_whitespaces"]:
+        problems.append("it removes extra whitespace")
+    if model["precompiled_charsmap"] or model["normalizer_name"] not in ("", "identity"):
+        problems.append(f"its normalizer {model['normalizer_name']!r} is not the identity")
+    if problems:
+        raise ValueError(f"{model_file}: {'; '.join(problems)}, which this conversion does not model")
+
+
 def sentencepiece_bpe(model_file):
     """InternLM2's tokenizer.model as a `tokenizers` BPE: the pieces as the vocabulary, and a merge (left, right)
     for every split of a normal piece into two pieces, ranked by the piece's score as SentencePiece ranks its
     merges (ties: shorter left part first, then lower ids). No dummy prefix: InternLM2's model has
-    add_dummy_prefix off ("Hello" -> 9843, " Hello" -> 22190). Unknown characters fall back to byte pieces."""
-    import sentencepiece
+    add_dummy_prefix off ("Hello" -> 9843, " Hello" -> 22190). Unknown characters fall back to byte pieces.
+    The model is read as a protobuf (sentencepiece_proto.py), not loaded with SentencePieceProcessor, which newer
+    sentencepiece releases refuse for InternLM2's piece 354 ("\x00"). That piece stays in the vocabulary as it
+    is, as transformers' SentencePiece converters (which also read the proto) keep it: a NUL in the text maps to
+    354, as the older sentencepiece that InternLM2 was made with encodes it."""
     from tokenizers import Tokenizer, decoders, normalizers
     from tokenizers.models import BPE
-    sp = sentencepiece.SentencePieceProcessor(model_file=model_file)
-    if sp.id_to_piece(sp.encode("a")[0]).startswith("\u2581"):
-        raise ValueError(f"{model_file} adds a dummy prefix, which this conversion does not model")
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    model = sentencepiece_proto.read_model(model_file)
+    check_convertible(model, model_file)
+    pieces = [piece for piece, _, _ in model["pieces"]]
     vocab = {piece: index for index, piece in enumerate(pieces)}
-    normal = [i for i in range(len(pieces)) if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)
-                                                    or sp.is_byte(i))]
+    if len(vocab) != len(pieces):
+        raise ValueError(f"{model_file} holds a piece twice")
+    special = (sentencepiece_proto.CONTROL, sentencepiece_proto.UNKNOWN, sentencepiece_proto.UNUSED,
+               sentencepiece_proto.BYTE)
     ranked = []
-    for index in normal:
-        piece = pieces[index]
+    for index, (piece, score, kind) in enumerate(model["pieces"]):
+        if kind in special:
+            continue
         for cut in range(1, len(piece)):
             left, right = piece[:cut], piece[cut:]
             if left in vocab and right in vocab:
-                ranked.append((-sp.get_score(index), len(left), vocab[left], vocab[right], left, right))
+                ranked.append((-score, len(left), vocab[left], vocab[right], left, right))
     ranked.sort()
     merges = [(left, right) for *_, left, right in ranked]
-    tokenizer = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token=pieces[sp.unk_id()], fuse_unk=True,
-                              byte_fallback=True))
+    unknown = [i for i, (_, _, kind) in enumerate(model["pieces"]) if kind == sentencepiece_proto.UNKNOWN]
+    unk_id = unknown[0] if unknown else model["unk_id"]
+    tokenizer = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token=pieces[unk_id], fuse_unk=True,
+                              byte_fallback=model["byte_fallback"]))
     tokenizer.normalizer = normalizers.Replace(" ", "\u2581")
     tokenizer.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
     return tokenizer
@@ -118,8 +141,8 @@ def write_peer_files(out, variant, added):
     tokens = dict(added, **{"<video>": VIDEO_TOKEN_ID})
     model_file = os.path.join(out, "tokenizer.model")
     if os.path.exists(model_file):
-        with open(os.path.join(out, "tokenizer.json"), "w", encoding="utf-8") as f:
-            f.write(build_tokenizer_json(model_file, tokens))
+        # Built before anything is written: a failure leaves no tokenizer.json (Fovea would read a bad one).
+        common.write_text(os.path.join(out, "tokenizer.json"), build_tokenizer_json(model_file, tokens))
     else:
         common.log("peer files: no tokenizer.model in the model folder, so no tokenizer.json for the peers")
     tok_path = os.path.join(out, "tokenizer_config.json")
