@@ -165,7 +165,11 @@ def main():
     info = common.read_json(os.path.join(args.model, "model.json"), {})
     variant = info.get("variant", "internlm2")
     added = common.read_json(os.path.join(args.model, "added_tokens.json"), {})
-    if not write_peer_files(args.model, variant, added):
+    try:
+        written = write_peer_files(args.model, variant, added)
+    except Exception as e:  # noqa: BLE001 - one line for peers.sh to record, not a traceback
+        common.die(f"peer files: not written ({type(e).__name__}: {e})")
+    if not written:
         sys.exit(1)
     common.log(f"peer files written to {args.model}")
 

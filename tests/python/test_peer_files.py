@@ -149,6 +149,19 @@ def test_a_failed_tokenizer_json_leaves_none_and_the_model_is_still_made(tmp_pat
     assert "tokenizer.json" not in names and not [n for n in names if ".tmp" in n], names
     assert {"config.json", "tokenizer.model", "tokenizer_config.json", "added_tokens.json", "model.json"} <= set(names)
     assert json.loads((out / "model.json").read_text())["peer_files"] is False
+    # peers.sh's retry: one line saying why, still no tokenizer.json; the peers record it (status, log_tail).
+    retry = subprocess.run([sys.executable, os.path.join(REPO, "bench", "gpu", "peer_files.py"), "--model", str(out)],
+                           capture_output=True, text=True, timeout=120)
+    assert retry.returncode == 1 and not (out / "tokenizer.json").exists()
+    assert retry.stderr.strip().splitlines()[-1] == "error: peer files: not written (ProtoError: field 1 runs past " \
+                                                    "the end of its message)", retry.stderr
+    import peers
+    peers.main(["--engines", "lmdeploy,vllm", "--work", str(tmp_path), "--out", str(tmp_path / "out"),
+                "--peer-files-error", retry.stderr.strip()])
+    runs = json.loads((tmp_path / "peers.json").read_text())["runs"]
+    assert sorted(runs) == ["lmdeploy/bf16", "lmdeploy/fp8", "vllm/bf16", "vllm/fp8"]
+    assert {r["status"] for r in runs.values()} == {"no peer files"}
+    assert "ProtoError" in runs["vllm/bf16"]["log_tail"]
 
 
 @needs_shared
