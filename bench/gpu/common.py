@@ -74,6 +74,12 @@ def copy_file(src, dst):
     replace_atomically(dst, lambda tmp: shutil.copy(src, tmp))
 
 
+def added_tokens_decoder(added):
+    """tokenizer_config.json's added_tokens_decoder for `added` ({text: id}), all special."""
+    return {str(i): {"content": t, "special": True, "lstrip": False, "rstrip": False, "normalized": False,
+                     "single_word": False} for t, i in sorted(added.items(), key=lambda kv: kv[1])}
+
+
 def write_json(path, obj):
     write_text(path, json.dumps(obj, ensure_ascii=False, indent=1, default=float))
 

@@ -113,10 +113,8 @@ def write_tokenizer(out, variant, tokenizer_path):
         base = common.read_json(os.path.join(tokenizer_path or "", "added_tokens.json"), {}) if tokenizer_path else {}
         added = {**base, **added}
     common.write_json(os.path.join(out, "added_tokens.json"), added)
-    decoder = {str(i): {"content": t, "special": True, "lstrip": False, "rstrip": False, "normalized": False,
-                        "single_word": False} for t, i in sorted(added.items(), key=lambda kv: kv[1])}
     common.write_json(os.path.join(out, "tokenizer_config.json"), {
-        "added_tokens_decoder": decoder, "model_max_length": 32768,
+        "added_tokens_decoder": common.added_tokens_decoder(added), "model_max_length": 32768,
         "bos_token": "<s>" if variant == "internlm2" else None,
         "eos_token": "</s>" if variant == "internlm2" else "<|im_end|>"})
 

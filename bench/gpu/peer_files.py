@@ -25,6 +25,8 @@ import sentencepiece_proto  # noqa: E402
 IMAGE_TOKENS = {"start_image_token": "<img>", "end_image_token": "</img>", "context_image_token": "<IMG_CONTEXT>",
                 "video_token": "<video>"}
 VIDEO_TOKEN_ID = 92537  # [UNUSED_TOKEN_140] of InternLM2's tokenizer.model: never produced from text
+# The control pieces of InternLM2's tokenizer.model, added tokens in its tokenizer.json and tokenizer_config.json.
+SENTENCEPIECE_SPECIALS = {"<unk>": 0, "<s>": 1, "</s>": 2}
 TEXT_ARCHITECTURE = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 
 
@@ -98,7 +100,7 @@ def sentencepiece_bpe(model_file):
     return tokenizer
 
 
-def build_tokenizer_json(model_file, added, bos="<s>", bos_id=1):
+def build_tokenizer_json(model_file, added, bos="<s>"):
     """InternLM2's tokenizer.model -> a `tokenizers` Tokenizer (JSON string) with `added` ({text: id}) as special
     tokens and BOS prepended to a single sequence. An added id inside the pieces renames the piece there, as
     InternLM2's own tokenizer files rename [UNUSED_TOKEN_*] pieces; ids past the pieces extend the vocabulary."""
@@ -107,7 +109,8 @@ def build_tokenizer_json(model_file, added, bos="<s>", bos_id=1):
     doc = json.loads(sentencepiece_bpe(model_file).to_str())
     vocab = doc["model"]["vocab"]
     piece_at = {index: piece for piece, index in vocab.items()}
-    specials = {**added, "<unk>": 0, bos: bos_id, "</s>": 2}
+    specials = {**added, **SENTENCEPIECE_SPECIALS}
+    bos_id = specials[bos]
     for text, index in specials.items():
         if index in piece_at and piece_at[index] != text:
             del vocab[piece_at[index]]
@@ -149,6 +152,11 @@ def write_peer_files(out, variant, added):
     tok = common.read_json(tok_path, {})
     # PreTrainedTokenizerFast: the pipeline exactly as tokenizer.json gives it (AutoTokenizer would otherwise
     # take model_type internvl's Qwen2Tokenizer).
+    # add_bos_token makes Fovea (and transformers) look bos_token up among the added tokens: list <s> there, as
+    # InternLM2's own tokenizer_config.json does.
+    decoder = tok.get("added_tokens_decoder", {})
+    decoder.update(common.added_tokens_decoder(SENTENCEPIECE_SPECIALS))
+    tok["added_tokens_decoder"] = dict(sorted(decoder.items(), key=lambda kv: int(kv[0])))
     tok.update({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": True, "add_eos_token": False,
                 "extra_special_tokens": IMAGE_TOKENS, "pad_token": "</s>", "unk_token": "<unk>",
                 "processor_class": "InternVLProcessor"})
