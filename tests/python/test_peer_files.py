@@ -112,6 +112,18 @@ def test_nul_character_maps_to_the_nul_piece_as_fovea_does(peer_tokenizer):
 
 
 @needs_shared
+def test_built_where_sentencepiece_refuses_the_model(monkeypatch, peer_tokenizer):
+    """The GPU machine's sentencepiece raises on loading InternLM2's model: the build must not load it."""
+    sentencepiece = pytest.importorskip("sentencepiece")
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("INTERNAL: piece must not include null character.")
+    monkeypatch.setattr(sentencepiece, "SentencePieceProcessor", refuses)
+    tokens = dict(make_model.INTERNLM2_ADDED, **{"<video>": peer_files.VIDEO_TOKEN_ID})
+    assert peer_files.build_tokenizer_json(INTERNLM2, tokens) == peer_tokenizer.to_str(pretty=False)
+
+
+@needs_shared
 def test_image_and_video_tokens_are_single_special_tokens(peer_tokenizer):
     ids = peer_tokenizer.encode("<img><IMG_CONTEXT></img><video>", add_special_tokens=False).ids
     assert ids == [make_model.INTERNLM2_ADDED["<img>"], make_model.INTERNLM2_ADDED["<IMG_CONTEXT>"],
