@@ -8,9 +8,12 @@ the ones Fovea and transformers read, and changing nothing they read differently
   already uses.
 - tokenizer.json: InternLM2's SentencePiece model as a `tokenizers` BPE (no dummy prefix, byte fallback, BOS
   added by the post-processor, the chat and image tokens as special tokens), so that the peers' tokenizer gives
-  the ids Fovea's does (Fovea reads tokenizer.model first, as before). `<video>` (which vLLM's processor
-  requires to be one token) is given id 92537, an unused piece ([UNUSED_TOKEN_140]) inside the vocabulary.
-- tokenizer_config.json: tokenizer_class, add_bos_token and the image tokens under extra_special_tokens.
+  the ids Fovea's does. Fovea's tokenizer stays tokenizer.model (a folder's tokenizer.model wins), but Fovea
+  parses tokenizer.json too (its post-processor's BOS), so a half-written one would make it refuse the model:
+  it is built first and written atomically, or not at all. `<video>` (which vLLM's processor requires to be one
+  token) is given id 92537, an unused piece ([UNUSED_TOKEN_140]) inside the vocabulary.
+- tokenizer_config.json: tokenizer_class, add_bos_token, <unk>/<s>/</s> in added_tokens_decoder (Fovea looks
+  bos_token up there once add_bos_token is set) and the image tokens under extra_special_tokens.
 
 The InternLM2 variant only: the Qwen2 variant's vocabulary has no free id for `<video>`.
   python3 bench/gpu/peer_files.py --model DIR   (adds them to a folder make_model.py wrote without them)
