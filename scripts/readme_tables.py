@@ -109,9 +109,9 @@ def fidelity_block():
 
 
 def family_block():
-    table = subprocess.run([sys.executable, str(ROOT / "tools/family/family_table.py"), "--markdown"],
+    table = subprocess.run([sys.executable, str(ROOT / "tools/family/family_table.py"), "--markdown", "--fits"],
                            check=True, capture_output=True, text=True).stdout
-    return ("Generated from `tests/data/family/family.json` by `tools/family/family_table.py --markdown`; "
+    return ("Generated from `tests/data/family/family.json` by `tools/family/family_table.py --markdown --fits`; "
             "`test_family` loads a tiny stand-in of every row or checks its refusal.\n\n" + table)
 
 

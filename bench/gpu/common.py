@@ -50,12 +50,38 @@ def log(*parts):
     print(time.strftime("%H:%M:%S"), *parts, flush=True)
 
 
+def replace_atomically(path, fill):
+    """fill(tmp) writes a temporary file that is then renamed over `path`, so a step killed by its timeout or a
+    failure never leaves a half or empty file for a reader: `path` holds the old content or the whole new one."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        fill(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_text(path, text):
+    def fill(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    replace_atomically(path, fill)
+
+
+def copy_file(src, dst):
+    import shutil
+    replace_atomically(dst, lambda tmp: shutil.copy(src, tmp))
+
+
+def added_tokens_decoder(added):
+    """tokenizer_config.json's added_tokens_decoder for `added` ({text: id}), all special."""
+    return {str(i): {"content": t, "special": True, "lstrip": False, "rstrip": False, "normalized": False,
+                     "single_word": False} for t, i in sorted(added.items(), key=lambda kv: kv[1])}
+
+
 def write_json(path, obj):
-    """Writes atomically, so a step killed by its timeout never leaves half a file for the report."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, ensure_ascii=False, indent=1, default=float)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(obj, ensure_ascii=False, indent=1, default=float))
 
 
 def read_json(path, default=None):

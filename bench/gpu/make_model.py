@@ -104,19 +104,17 @@ def write_tokenizer(out, variant, tokenizer_path):
         if os.path.isdir(tokenizer_path):
             for name in os.listdir(tokenizer_path):
                 if name in ("tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt", "special_tokens_map.json"):
-                    shutil.copy(os.path.join(tokenizer_path, name), os.path.join(out, name))
+                    common.copy_file(os.path.join(tokenizer_path, name), os.path.join(out, name))
         else:  # a lone SentencePiece model may be carried under another name (e.g. internlm2.model)
             name = "tokenizer.model" if tokenizer_path.endswith(".model") else os.path.basename(tokenizer_path)
-            shutil.copy(tokenizer_path, os.path.join(out, name))
+            common.copy_file(tokenizer_path, os.path.join(out, name))
     added = dict(INTERNLM2_ADDED if variant == "internlm2" else QWEN2_ADDED)
     if variant == "qwen2":
         base = common.read_json(os.path.join(tokenizer_path or "", "added_tokens.json"), {}) if tokenizer_path else {}
         added = {**base, **added}
     common.write_json(os.path.join(out, "added_tokens.json"), added)
-    decoder = {str(i): {"content": t, "special": True, "lstrip": False, "rstrip": False, "normalized": False,
-                        "single_word": False} for t, i in sorted(added.items(), key=lambda kv: kv[1])}
     common.write_json(os.path.join(out, "tokenizer_config.json"), {
-        "added_tokens_decoder": decoder, "model_max_length": 32768,
+        "added_tokens_decoder": common.added_tokens_decoder(added), "model_max_length": 32768,
         "bos_token": "<s>" if variant == "internlm2" else None,
         "eos_token": "</s>" if variant == "internlm2" else "<|im_end|>"})
 

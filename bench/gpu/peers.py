@@ -328,6 +328,10 @@ def drive(args):
         for precision in args.precisions:
             left = int(args.deadline - time.time()) - 15
             key = f"{engine}/{precision}"
+            if args.peer_files_error:  # the peers cannot load the checkpoint: recorded, not run
+                merged["runs"][key] = {"engine": engine, "precision": precision, "status": "no peer files",
+                                       "log_tail": args.peer_files_error[-3000:]}
+                continue
             if left < 60:
                 merged["runs"][key] = {"engine": engine, "precision": precision, "status": "no time left"}
                 continue
@@ -372,6 +376,8 @@ def main(argv=None):
     p.add_argument("--photos", type=int, default=200, help="photos of the one-question phase")
     p.add_argument("--k-photos", type=int, default=64, help="photos of the 4-question phase")
     p.add_argument("--k16-photos", type=int, default=32, help="photos of the 16-question phase")
+    p.add_argument("--peer-files-error", default="",
+                   help="why peer_files.py could not write the peers' files: each run is recorded with it, none run")
     p.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
     p.add_argument("--precision", choices=["bf16", "fp8"], default="bf16", help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)

@@ -56,8 +56,13 @@ if [ ! -f "$WORK/model/config.json" ] || [ ! -f "$WORK/tasks.jsonl" ] || [ ! -f 
   note "$WORK lacks the model, tasks.jsonl or prompt.json: run bench/gpu/run_all.sh first on this warm machine"
   exit 1
 fi
-if [ ! -f "$WORK/model/preprocessor_config.json" ] || [ ! -f "$WORK/model/tokenizer.json" ]; then
-  timeout -k 5 120 python3 bench/gpu/peer_files.py --model "$WORK/model" || { note "peer files failed"; exit 1; }
+if [ ! -f "$WORK/model/preprocessor_config.json" ] || [ ! -s "$WORK/model/tokenizer.json" ]; then  # -s: not empty
+  if ! why=$(timeout -k 5 120 python3 bench/gpu/peer_files.py --model "$WORK/model" 2>&1); then
+    note "peer files failed: $(tail -n 1 <<< "$why")"  # recorded in peers.json for each engine, none run
+    python3 bench/gpu/peers.py --engines "$engines" --work "$WORK" --out "$OUT" --paths-json "$state" \
+      --peer-files-error "$(tail -n 5 <<< "$why")" "${peer_args[@]}"
+    exit 1
+  fi
 fi
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>/dev/null
 left=$(( budget - ($(date +%s) - start) ))

@@ -5,10 +5,13 @@ import subprocess
 
 import pytest
 
+import tokenizer_vectors
+
 FOVEA = os.environ.get("FOVEA_BIN", "")
 pytestmark = pytest.mark.skipif(not FOVEA or not os.path.exists(FOVEA), reason="FOVEA_BIN not set")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOKENIZERS = os.path.join(REPO, "..", "shared", "data", "tokenizers")
+SHARED = os.environ.get("FOVEA_SHARED_DATA", os.path.join(REPO, "..", "shared", "data"))  # a worktree: set it
+TOKENIZERS = os.path.join(SHARED, "tokenizers")
 QWEN2 = os.path.join(TOKENIZERS, "qwen2")
 INTERNLM2 = os.path.join(TOKENIZERS, "internlm2", "tokenizer.model")
 needs_shared = pytest.mark.skipif(not os.path.isdir(TOKENIZERS), reason="no ../shared")
@@ -34,16 +37,10 @@ def decode(path, ids, *flags):
 
 
 def read_vectors(name, count):
-    inp = open(os.path.join(TOKENIZERS, "vectors", name + ".inp"), encoding="utf-8", newline="").read()
-    texts = inp.split("\n__ggml_vocab_test__\n")
-    if texts[-1] == "":
-        texts.pop()
-    ids = [[int(x) for x in line.split()] for line in
-           open(os.path.join(TOKENIZERS, "vectors", name + ".out"), encoding="utf-8").read().split("\n")[:-1]]
-    assert len(texts) == len(ids)
+    vectors = tokenizer_vectors.read_vectors(TOKENIZERS, name)
     # A spread of cases (each run loads the tokenizer): the C++ tests cover every case.
-    step = max(1, len(texts) // count)
-    return list(zip(texts, ids))[::step]
+    step = max(1, len(vectors) // count)
+    return vectors[::step]
 
 
 @needs_shared
