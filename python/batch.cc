@@ -79,6 +79,7 @@ void Batch::resolve_urls(size_t i, Prefetcher& prefetcher) {
       }
     }
     if (job.error.empty() && bytes.empty()) job.error = "empty image at " + redact_url(job.urls[k]);
+    if (!job.error.empty()) job.error_kind = ErrorKind::InvalidImage;  // a download failed: as every door says
     job.request.images[k].bytes = std::move(bytes);
   }
 }
@@ -93,31 +94,21 @@ void Batch::pump(int concurrency) {
       }
   Prefetcher prefetcher(std::move(first_urls), options_.fetch_options(), options_.prefetch, options_.fetch_parallel);
   PumpCallbacks callbacks;
-  callbacks.engine_failure_retries = options_.engine_failure_retries;
-  // The first call for job i comes in index order; a second one (its engine failed) comes later. The URLs are
-  // resolved on the first, once; the request is copied, not moved, so that a retry finds it whole.
+  // Called once per job, in index order (a retry after an engine failure is the dispatcher's, below the pump).
+  // URLs resolve here, just before the job reaches the engine.
   callbacks.make_request = [this, &prefetcher](size_t i, Request* request, std::string* error) {
     Job& job = jobs_[i];
-    if (job.attempts++ == 0) {
-      resolve_urls(i, prefetcher);
-    } else if (options_.deltas) {
-      Delta restart;
-      restart.index = i;
-      restart.restart = true;
-      std::vector<Item> items;
-      items.emplace_back(std::move(restart));
-      post(std::move(items));
-    }
+    resolve_urls(i, prefetcher);
     if (cancelled_) *error = "cancelled";
-    else if (!job.error.empty()) *error = job.error;
-    else *request = job.request;
+    else if (!job.error.empty()) throw RequestError(job.error_kind, job.error);
+    else *request = std::move(job.request);
     return error->empty();
   };
   if (options_.deltas)
     callbacks.on_event = [this](size_t i, const RequestEvent& ev) {
-      if (ev.text_delta.empty() && ev.token_delta.empty() && ev.logprob_delta.empty()) return;
+      if (!ev.restart && ev.text_delta.empty() && ev.token_delta.empty() && ev.logprob_delta.empty()) return;
       std::vector<Item> items;
-      items.emplace_back(Delta{i, false, ev.text_delta, ev.token_delta, ev.logprob_delta});
+      items.emplace_back(Delta{i, ev.restart, ev.text_delta, ev.token_delta, ev.logprob_delta});
       post(std::move(items));
     };
   callbacks.on_finished = [this](std::vector<FinishedRequest>& finished) {

@@ -1,6 +1,7 @@
 // The native half of one Engine.generate()/stream() call: its jobs go through the same request pump as
 // `fovea run` (jobs/request_pump.h) on a thread of the Batch, URL images are downloaded ahead of the engine by
-// the prefetcher, a job whose engine failed runs again on another one, and what finishes (and, for token
+// the prefetcher (a job whose engine failed runs again on another one: the data-parallel dispatcher's retry, which
+// says so with a restart event), and what finishes (and, for token
 // streaming, every delta) waits in C++ until the Python thread takes it in next().
 // Threads: engine threads and the pump thread never touch Python objects. next() waits with the GIL released
 // and converts with it held.
@@ -30,15 +31,14 @@ namespace fovea::py {
 struct Job {
   Request request;
   std::string error;
+  ErrorKind error_kind = ErrorKind::InvalidRequest;  // of `error`: InvalidImage for an image it could not have
   std::vector<std::string> urls;  // per image slot: "" or the URL to fetch
-  int attempts = 0;               // times make_request built it (a second: its engine failed, it runs again)
 };
 
 // How a Batch runs: fovea.Engine's arguments of the same names (fovea run's --fetch-timeout, --prefetch, ...).
 struct BatchOptions {
   int concurrency = 64;              // requests of the call in the engine at once
   bool deltas = false;               // also report every token delta (Engine.stream(..., deltas=True))
-  int engine_failure_retries = 1;    // a job whose engine failed runs again, on another engine, this often
   std::string ca_file;               // "" -> FOVEA_CA_BUNDLE / CURL_CA_BUNDLE / the system's roots
   std::string s3_endpoint;           // "" -> AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / AWS
   double fetch_timeout = 60.0;       // seconds per attempt

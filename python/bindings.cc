@@ -8,6 +8,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <filesystem>
 #include <memory>
 #include <mutex>
 
@@ -45,11 +46,15 @@ void apply_messages(const std::string& messages_json, int64_t max_image_bytes, J
   std::vector<std::string> urls;  // per image, in order: the URL when the Batch fetches it
   const auto loader = [&](const std::string& url) {
     urls.push_back(is_fetch_url(url) ? url : "");
-    return is_fetch_url(url) ? std::string() : load_image_url(url, media);
+    if (is_fetch_url(url)) return std::string();
+    // A plain relative path is the caller's, relative to its working directory (as Request(image=path)).
+    const bool relative = !url.empty() && url[0] != '/' && url.find(':') == std::string::npos;
+    return load_image_url(relative ? std::filesystem::absolute(url).string() : url, media);
   };
   if (!openai::parse_chat_request("{\"messages\": " + messages_json + "}", openai::ParseOptions{}, loader, &chat,
                                   &error)) {
     job->error = error.message;
+    if (error.code == error_kind_name(ErrorKind::InvalidImage)) job->error_kind = ErrorKind::InvalidImage;
     return;
   }
   job->request.system = chat.request.system;
@@ -64,9 +69,11 @@ void apply_messages(const std::string& messages_json, int64_t max_image_bytes, J
 
 Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string>& labels, const std::string& prompt,
              const std::string& system, const std::string& messages_json, const GenerationParams& params,
-             const std::string& tiling, int max_tiles, int64_t max_image_bytes, const std::string& error) {
+             const std::string& tiling, int max_tiles, int64_t max_image_bytes, const std::string& error,
+             const std::string& error_kind) {
   Job job;
   job.error = error;
+  if (error_kind == error_kind_name(ErrorKind::InvalidImage)) job.error_kind = ErrorKind::InvalidImage;
   for (size_t i = 0; i < images.size(); ++i) {
     const std::string label = i < labels.size() ? labels[i] : "";
     const bool url = images[i].size() == 0 && is_fetch_url(label);
@@ -202,6 +209,7 @@ NB_MODULE(_fovea, m) {
       .def_rw("prefix_cache", &EngineConfig::prefix_cache)
       .def_rw("vision_cache_tiles", &EngineConfig::vision_cache_tiles)
       .def_rw("max_queue", &EngineConfig::max_queue)
+      .def_rw("engine_failure_retries", &EngineConfig::engine_failure_retries)
       .def_rw("max_image_pixels", &EngineConfig::max_image_pixels)
       .def_rw("cuda_graphs", &EngineConfig::cuda_graphs)
       .def_rw("vit_graphs", &EngineConfig::vit_graphs)
@@ -235,7 +243,6 @@ NB_MODULE(_fovea, m) {
       .def(nb::init<>())
       .def_rw("concurrency", &BatchOptions::concurrency)
       .def_rw("deltas", &BatchOptions::deltas)
-      .def_rw("engine_failure_retries", &BatchOptions::engine_failure_retries)
       .def_rw("ca_file", &BatchOptions::ca_file)
       .def_rw("s3_endpoint", &BatchOptions::s3_endpoint)
       .def_rw("fetch_timeout", &BatchOptions::fetch_timeout)
@@ -247,7 +254,7 @@ NB_MODULE(_fovea, m) {
   nb::class_<Job>(m, "Job");
   m.def("make_job", &make_job, nb::kw_only(), nb::arg("images"), nb::arg("labels"), nb::arg("prompt"),
         nb::arg("system"), nb::arg("messages_json"), nb::arg("params"), nb::arg("tiling"), nb::arg("max_tiles"),
-        nb::arg("max_image_bytes"), nb::arg("error"));
+        nb::arg("max_image_bytes"), nb::arg("error"), nb::arg("error_kind") = "invalid_request");
   m.def("chat_parts", &chat_parts, nb::arg("messages_json"));
   m.def("stats_fields", &stats_fields);
   m.def("read_image_file", &read_image_file, nb::arg("path"), nb::arg("max_bytes"));

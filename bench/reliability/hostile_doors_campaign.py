@@ -11,6 +11,8 @@ plus the exit status, the wall time and whether the run matched what the case ex
 every hostile one, so a hostile line that took the job down shows up as a missing good record.
 
 usage: hostile_doors_campaign.py --fovea build-cpu/fovea [--json OUT] [--timeout 60] [--only NAME]
+(an ASan + UBSan fovea from scripts/build_sanitize.sh fovea works too, with --no-memory-cap: a sanitizer report
+counts as a crash)
 """
 import argparse
 import json
@@ -51,10 +53,14 @@ class Campaign:
         self.rows = []
 
     def run_cmd(self, args, stdin=None, preexec=None):
+        """(exit status, stderr, seconds); status None after the timeout, negative for a signal or for a report of
+        AddressSanitizer / UndefinedBehaviorSanitizer (a sanitizer build exits 1 on one: counted as a crash)."""
         t0 = time.time()
         try:
             proc = subprocess.run(args, capture_output=True, timeout=self.timeout, input=stdin, preexec_fn=preexec)
-            return proc.returncode, proc.stderr.decode(errors="replace"), time.time() - t0
+            stderr = proc.stderr.decode(errors="replace")
+            sanitizer = "ERROR: AddressSanitizer" in stderr or "runtime error:" in stderr or "ERROR: LeakSanitizer" in stderr
+            return (-1000 if sanitizer else proc.returncode), stderr, time.time() - t0
         except subprocess.TimeoutExpired as e:
             return None, (e.stderr or b"").decode(errors="replace"), time.time() - t0
 
@@ -129,6 +135,8 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--timeout", type=float, default=60)
     ap.add_argument("--only")
+    ap.add_argument("--no-memory-cap", action="store_true",
+                    help="run the /dev/zero input without the 4 GiB address-space cap (ASan cannot start under one)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="fovea_hostile_"))
     c = Campaign(os.path.abspath(args.fovea), work, args.timeout)
@@ -214,7 +222,7 @@ def main():
     # 6. whole-input hazards
     @case
     def input_dev_zero_under_memory_cap():
-        cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # noqa: E731
+        cap = None if args.no_memory_cap else lambda: resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
         c.fovea_run("input_dev_zero_under_memory_cap", None, {}, input_path=Path("/dev/zero"), preexec=cap)
 
     @case

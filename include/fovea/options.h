@@ -21,6 +21,9 @@ struct EngineConfig {
   bool prefix_cache = true;
   int vision_cache_tiles = 0;     // 0: default size
   int max_queue = 100000;         // submit() refuses beyond this (serve answers 429)
+  // With several engines (gpus / replicas): a request whose engine failed runs again on another one this many
+  // times (engine/data_parallel.h), whichever interface sent it.
+  int engine_failure_retries = 1;
   int max_image_pixels = 0;       // 0: default limit
   bool cuda_graphs = true;        // replay pure decode steps as CUDA graphs (CUDA backend only)
   bool vit_graphs = false;        // also replay ViT batches per tile-count bucket (CUDA only; needs cuda_graphs)

@@ -17,7 +17,9 @@ struct TokenLogprob {
   std::vector<std::pair<int32_t, float>> top;
 };
 
-// A streaming event: new text/tokens, then exactly one final event (finished == true).
+// A streaming event: new text/tokens, then exactly one final event (finished == true). An event with `restart`
+// (not final, nothing else set) voids everything delivered for the request so far: its engine failed and it
+// starts over on another one (the data-parallel dispatcher's retry); what follows is the new attempt's.
 struct RequestEvent {
   std::string text_delta;
   std::vector<int32_t> token_delta;
@@ -33,6 +35,7 @@ struct RequestEvent {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   double ms = 0.0;                             // submit to finish
+  bool restart = false;                        // see above
 };
 
 using RequestCallback = std::function<void(const RequestEvent&)>;

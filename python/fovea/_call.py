@@ -50,17 +50,24 @@ class Call:
                 yield result
 
 
-def _job_inputs(request: Request, max_image_bytes: int) -> Tuple[list, list, str, str]:
-    """(encoded images, labels, messages JSON, error): once per request, shared by its samples."""
+def _job_inputs(request: Request, max_image_bytes: int) -> Tuple[list, list, str, str, str]:
+    """(encoded images, labels, messages JSON, error, error kind): once per request, shared by its samples. An image
+    that cannot be read or converted is "invalid_image", as every door reports it (src/requests/request_images.h);
+    an unsupported image type is the request's own shape, "invalid_request"."""
     encoded, labels = [], []
     try:
         for number, image in enumerate(request.all_images(), 1):
             data, label = image_bytes(image, number, max_image_bytes)
             encoded.append(data)
             labels.append(label)
-        return encoded, labels, request.messages_json(), ""
-    except (OSError, TypeError, ValueError) as e:  # this request's fault: its Result carries the error
-        return [], [], "", f"{type(e).__name__}: {e}"
+    except (OSError, ValueError) as e:  # this request's fault: its Result carries the error
+        return [], [], "", f"{type(e).__name__}: {e}", "invalid_image"
+    except TypeError as e:
+        return [], [], "", f"{type(e).__name__}: {e}", "invalid_request"
+    try:
+        return encoded, labels, request.messages_json(), "", ""
+    except (TypeError, ValueError) as e:
+        return [], [], "", f"{type(e).__name__}: {e}", "invalid_request"
 
 
 def generation_params(request: Request, sample: int):
@@ -84,13 +91,13 @@ def generation_params(request: Request, sample: int):
     return p
 
 
-def _make_job(request: Request, sample: int, inputs: Tuple[list, list, str, str], tiling: str,
+def _make_job(request: Request, sample: int, inputs: Tuple[list, list, str, str, str], tiling: str,
               max_tiles: Optional[int], max_image_bytes: int):
-    encoded, labels, messages, error = inputs
+    encoded, labels, messages, error, error_kind = inputs
     return _fovea.make_job(images=encoded, labels=labels, prompt=request.prompt or "", system=request.system or "",
                            messages_json=messages, params=generation_params(request, sample),
                            tiling=request.tiling or tiling, max_tiles=request.max_tiles or max_tiles or 0,
-                           max_image_bytes=max_image_bytes, error=error)
+                           max_image_bytes=max_image_bytes, error=error, error_kind=error_kind or "invalid_request")
 
 
 class Progress:

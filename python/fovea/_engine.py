@@ -32,7 +32,8 @@ class Engine:
     with its options: `ca_file` (PEM roots; default FOVEA_CA_BUNDLE or the system's), `s3_endpoint` (default
     AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL), `fetch_timeout` (seconds per attempt), `fetch_retries`,
     `fetch_parallel` (downloads at once), `prefetch` (requests fetched ahead), `max_image_bytes`.
-    A request whose engine failed (its device) runs again on another engine `engine_failure_retries` times.
+    With several engines (gpus / replicas), a request whose engine failed (its device) runs again on another
+    engine `engine_failure_retries` times (the dispatcher's retry, the same for `fovea run`, `serve` and `bench`).
 
     Further keyword arguments set engine options of the same name (kv_blocks, max_batch_seqs,
     preprocess_threads, prefix_cache, cuda_graphs, ...). vLLM's `LLM(model=..., trust_remote_code=True)` reads
@@ -66,6 +67,7 @@ class Engine:
         config.gpus = "" if gpus is None else gpus if isinstance(gpus, str) else ",".join(str(g) for g in gpus)
         config.replicas = replicas
         config.quantization = quantization or "none"
+        config.engine_failure_retries = engine_failure_retries
         # Test-only fault hook: engine K of the service fails as if its device had, after S scheduler steps.
         fail_engine, fail_after_steps = options.pop("_inject_engine_failure", (0, 0))
         for name, value in options.items():
@@ -75,8 +77,7 @@ class Engine:
         self.tiling, self.max_tiles, self.concurrency = tiling, max_tiles, concurrency
         self._options = dict(ca_file=os.fspath(ca_file) if ca_file else "", s3_endpoint=s3_endpoint or "",
                              fetch_timeout=float(fetch_timeout), fetch_retries=fetch_retries,
-                             fetch_parallel=fetch_parallel, prefetch=prefetch, max_image_bytes=max_image_bytes,
-                             engine_failure_retries=engine_failure_retries)
+                             fetch_parallel=fetch_parallel, prefetch=prefetch, max_image_bytes=max_image_bytes)
         self._model_dir = config.model_dir
         self._tokenizer: Optional[Tokenizer] = None
         self._handle = _fovea.EngineHandle(config, fail_engine, fail_after_steps)

@@ -14,6 +14,7 @@ class EngineConfig:
     prefix_cache: bool
     vision_cache_tiles: int
     max_queue: int
+    engine_failure_retries: int
     max_image_pixels: int
     cuda_graphs: bool
     vit_graphs: bool
@@ -47,7 +48,6 @@ class GenerationParams:
 class BatchOptions:
     concurrency: int
     deltas: bool
-    engine_failure_retries: int
     ca_file: str
     s3_endpoint: str
     fetch_timeout: float
@@ -60,7 +60,8 @@ class BatchOptions:
 class Job: ...
 
 def make_job(*, images: List[bytes], labels: List[str], prompt: str, system: str, messages_json: str,
-             params: GenerationParams, tiling: str, max_tiles: int, max_image_bytes: int, error: str) -> Job: ...
+             params: GenerationParams, tiling: str, max_tiles: int, max_image_bytes: int, error: str,
+             error_kind: str = "invalid_request") -> Job: ...
 
 def chat_parts(messages_json: str) -> Tuple[str, str, int]: ...
 def stats_fields() -> List[Tuple[str, str, str]]: ...

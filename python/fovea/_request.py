@@ -6,6 +6,7 @@ import binascii
 import dataclasses
 import json
 import math
+import numbers
 import os
 import struct
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -65,8 +66,9 @@ class Request:
         check_sampling(self)
         if self.tiling is not None and self.tiling not in TILINGS:
             raise ValueError(f"tiling must be one of {TILINGS}")
-        if self.max_tiles is not None and self.max_tiles < 1:
-            raise ValueError("max_tiles must be at least 1")
+        if self.max_tiles is not None and not (isinstance(self.max_tiles, numbers.Integral) and 1 <= self.max_tiles <= 256):
+            raise ValueError("max_tiles must be an integer between 1 and 256 (as in every door; the model's "
+                             "max_dynamic_patch bounds it)")
         if self.messages is not None and self.prompt is not None:
             raise ValueError("give a prompt or messages, not both")
 
@@ -109,9 +111,10 @@ class TokenLogprob:
 @dataclasses.dataclass
 class Result:
     """The outcome of one Request. `error` is None on success, else a message (e.g. the image could not be
-    decoded), and `error_kind` says whose fault: "invalid_request" (also any input rejected before the engine),
-    "invalid_image", "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the
-    device failed, here and on the engine it was retried on) or "internal". `index` is the request's position in
+    decoded), and `error_kind` says whose fault: "invalid_request" (a bad parameter, message or image type),
+    "invalid_image" (an image that cannot be read, fetched or decoded: a missing file too, as in every door),
+    "context_length_exceeded" (retrying it unchanged fails the same way), "engine_failed" (the device failed,
+    here and on the engine it was retried on) or "internal". `index` is the request's position in
     the call's input. `answer_logprobs` maps each of the request's `answers` to its log-probability (-inf where it
     is not a single known token); `logprobs` is None unless the request asked for it.
 

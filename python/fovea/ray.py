@@ -21,8 +21,8 @@ from ._request import Request, Result
 from ._sampling import SAMPLING_FIELDS, UNLIMITED_TOKENS, SamplingParams
 
 # Output columns, in order (answer_logprobs / choice_logprobs / samples hold JSON text or None).
-OUTPUT_COLUMNS = ("answer", "answer_logprobs", "choice_logprobs", "samples", "finish_reason", "prompt_tokens",
-                  "completion_tokens", "error", "error_kind")
+OUTPUT_COLUMNS = ("answer", "answer_logprobs", "choice_logprobs", "token_logprobs", "samples", "finish_reason",
+                  "prompt_tokens", "completion_tokens", "error", "error_kind")
 
 
 class Predictor:
@@ -33,13 +33,15 @@ class Predictor:
     - "prompt" (or `prompt_column`; else `prompt` for every row), or "messages" (OpenAI-style chat messages, a
       list or its JSON text; image_url parts are fetched like image URLs);
     - optional "system" (else `system`), "answers" (a list or JSON list, else `answers`), "tiling" ("official"
-      or "compact", else the engine's), "choices" (a list or JSON list: answer with the most likely one) and
+      or "compact", else the engine's), "max_tiles" (else the engine's), "choices" (a list or JSON list: answer with the most likely one) and
       "sampling" (a dict or JSON object of SamplingParams fields: temperature, top_p, top_k, min_p, seed, n,
       max_tokens, stop, penalties, ...) over the defaults `max_tokens`, `temperature`, `sampling`.
 
     It adds "answer" (the text, None on error), "answer_logprobs" (JSON {answer: log-prob} when `answers` is
     given; not for rows with choices), "choice_logprobs" (JSON {choice: total log-prob} for rows with choices),
-    "samples" (JSON list of every sample's text for rows with n > 1), "finish_reason", "prompt_tokens",
+    "token_logprobs" (for rows whose sampling asks for "logprobs": N, JSON list per generated token of {"token",
+    "text", "logprob", "top": N alternatives as {"token", "text", "logprob"}}), "samples" (JSON list of every
+    sample's text for rows with n > 1), "finish_reason", "prompt_tokens",
     "completion_tokens", "error" (None or a message) and "error_kind" (None or Result.error_kind:
     "invalid_image", "engine_failed", ...). A bad row (corrupt image, bad sampling value) fails only itself. The
     image column is dropped from the output unless `keep_image`. Other keyword arguments go to fovea.Engine
@@ -48,7 +50,7 @@ class Predictor:
     def __init__(self, model: str, prompt: Optional[str] = None, *, image_column: Optional[str] = None,
                  prompt_column: str = "prompt", messages_column: str = "messages", system_column: str = "system",
                  choices_column: str = "choices", sampling_column: str = "sampling", tiling_column: str = "tiling",
-                 answers_column: str = "answers",
+                 answers_column: str = "answers", max_tiles_column: str = "max_tiles",
                  system: Optional[str] = None,
                  max_tokens: int = 1, answers: Optional[Sequence[str]] = None, temperature: float = 0.0,
                  sampling: Union[SamplingParams, Dict[str, Any], None] = None, keep_image: bool = False,
@@ -57,6 +59,7 @@ class Predictor:
         self.image_column, self.prompt_column, self.messages_column = image_column, prompt_column, messages_column
         self.system_column, self.choices_column, self.sampling_column = system_column, choices_column, sampling_column
         self.tiling_column, self.answers_column = tiling_column, answers_column
+        self.max_tiles_column = max_tiles_column
         self.answers = list(answers or ())
         defaults = dict(max_tokens=max_tokens, temperature=temperature)
         defaults.update(_sampling_fields(sampling))
@@ -110,6 +113,7 @@ class Predictor:
         system = value(self.system_column)
         choices = _json_value(value(self.choices_column), "choices")
         tiling = value(self.tiling_column)
+        max_tiles = value(self.max_tiles_column)
         answers = _json_value(value(self.answers_column), "answers")
         answers = self.answers if answers is None else [str(a) for a in answers]
         fields = dict(self.defaults)
@@ -120,6 +124,7 @@ class Predictor:
                           system=None if system is None else str(system),
                           choices=None if choices is None else [str(c) for c in choices],
                           tiling=None if tiling is None else str(tiling),
+                          max_tiles=None if max_tiles is None else _whole(max_tiles, "max_tiles"),
                           answers=None if choices is not None else answers or None, **fields)
         request.validate()
         return request
@@ -135,6 +140,8 @@ class Predictor:
                                 for r in merged],
             "choice_logprobs": [_json_logprobs(r.choice_logprobs) if r.ok and r.choice_logprobs else None
                                 for r in merged],
+            "token_logprobs": [_json_token_logprobs(r.logprobs) if r.ok and r.logprobs is not None else None
+                               for r in merged],
             "samples": [json.dumps([o.text for o in r.outputs]) if r.ok and len(r.outputs) > 1 else None
                         for r in merged],
             "finish_reason": [r.finish_reason or None for r in merged],
@@ -194,6 +201,14 @@ def _sampling_fields(sampling) -> Dict[str, Any]:
     return fields
 
 
+def _whole(value, name: str) -> int:
+    """An integer cell (pandas makes a column with missing cells float): 3.0 -> 3; 2.5 is refused."""
+    value = _scalar(value)
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
 def _scalar(value):
     """numpy scalars (as pandas cells hold them) as Python numbers."""
     return value.item() if hasattr(value, "item") and not isinstance(value, (str, bytes)) else value
@@ -211,6 +226,12 @@ def _row_image(value):
 
 def _json_logprobs(logprobs: Dict[str, float]) -> str:
     return json.dumps({k: (v if math.isfinite(v) else None) for k, v in logprobs.items()})
+
+
+def _json_token_logprobs(logprobs) -> str:
+    def entry(lp):
+        return {"token": lp.token, "text": lp.text, "logprob": lp.logprob}
+    return json.dumps([dict(entry(lp), top=[entry(t) for t in lp.top]) for lp in logprobs])
 
 
 def _objects(values):

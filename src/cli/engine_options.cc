@@ -13,6 +13,8 @@ const std::vector<EngineOption>& engine_options() {
        true, 0, true},
       {"--gpus", "gpus", &C::gpus, "all|0,1,3", "one engine per GPU behind one data-parallel dispatcher"},
       {"--replicas", "replicas", &C::replicas, "N", "CPU backend: N engines behind the same dispatcher", true, 1},
+      {"--engine-failure-retries", "engine_failure_retries", &C::engine_failure_retries, "N",
+       "with several engines: a request whose engine failed runs again on another one this many times", true, 0},
       {"--quantization", "quantization", &C::quantization,
        "none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16",
        "W8A8 E4M3 for the LLM's projections; scales per tensor, per channel x per token, 128x128 x 1x128 blocks, "

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/sampler.h"
 #include "engine/stats_fields.h"
 
 namespace fovea {
@@ -60,6 +61,12 @@ DataParallelService::DataParallelService(std::vector<std::unique_ptr<InferenceSe
 
 // Engines stop (and cancel what they hold) before the dispatcher's maps go: their last callbacks touch them.
 DataParallelService::~DataParallelService() {
+  {
+    std::unique_lock lock(mutex_);
+    accepting_ = false;
+    closing_ = true;  // a failure now is not retried: the engines it would go to are being destroyed
+    idle_.wait(lock, [this] { return retrying_ == 0; });  // one under way may be submitting to any engine
+  }
   for (Slot& slot : slots_) slot.service.reset();
 }
 
@@ -97,95 +104,189 @@ void DataParallelService::mark_failed(size_t engine, const std::string& why) {
   std::fprintf(stderr, "fovea: engine %s taken out of rotation: %s\n", slot.label.c_str(), why.c_str());
 }
 
-// Undoes the bookkeeping of a submit that `engine` refused, and keeps the request away from it.
-void DataParallelService::forget_refused(int64_t id, size_t engine, int64_t work, std::vector<bool>& excluded) {
-  std::lock_guard lock(mutex_);
-  in_flight_.erase(id);
-  slots_[engine].queued_work -= work;
-  slots_[engine].in_flight--;
-  excluded[engine] = true;
+int64_t DataParallelService::submit(Request request, RequestCallback callback) {
+  // Seeded here, not by the engine: a retry then samples what the failed attempt would have.
+  if (!request.params.seed) request.params.seed = random_seed();
+  InFlight entry;
+  entry.has_image = !request.images.empty();
+  if (entry.has_image) entry.image = murmur3_128(request.images[0].bytes);
+  entry.work = options_.work(request);
+  entry.request = std::make_shared<const Request>(std::move(request));
+  entry.callback = std::make_shared<RequestCallback>(std::move(callback));
+  entry.retries_left = options_.engine_failure_retries;
+  entry.tried.assign(slots_.size(), false);
+  int64_t id;
+  {
+    std::lock_guard lock(mutex_);
+    if (!accepting_) throw NotAcceptingError("engine is not accepting requests (draining or stopped)");
+    id = next_id_++;
+    in_flight_.emplace(id, std::move(entry));
+  }
+  std::string refusal;
+  bool queue_full = false;
+  try {
+    refusal = place(id, &queue_full);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(id);
+    if (in_flight_.empty()) idle_.notify_all();
+    throw;
+  }
+  if (refusal.empty()) return id;
+  {
+    std::lock_guard lock(mutex_);
+    in_flight_.erase(id);
+    if (in_flight_.empty()) idle_.notify_all();
+  }
+  if (queue_full) throw QueueFullError(refusal);
+  throw EngineFailedError(refusal);
 }
 
-int64_t DataParallelService::submit(Request request, RequestCallback callback) {
-  Hash128 image_key;
-  const bool has_image = !request.images.empty();
-  if (has_image) image_key = murmur3_128(request.images[0].bytes);
-  const int64_t work = options_.work(request);
-  std::vector<bool> excluded(slots_.size(), false);
-  std::string queue_full;  // the last "queue full" refusal, rethrown when every engine refused
+std::string DataParallelService::place(int64_t id, bool* full) {
+  std::string queue_full;  // the last "queue full" refusal, reported when no engine takes the request
   for (;;) {
-    int64_t id;
     size_t engine;
+    int attempt;
+    int64_t work;
+    std::shared_ptr<const Request> request;
     {
       std::lock_guard lock(mutex_);
-      const int chosen = choose_engine(has_image ? &image_key : nullptr, excluded);
+      InFlight& f = in_flight_.at(id);
+      const int chosen = choose_engine(f.has_image ? &f.image : nullptr, f.tried);
       if (chosen < 0) {
-        if (!queue_full.empty()) throw QueueFullError(queue_full);
+        *full = !queue_full.empty();
+        if (*full) return queue_full;
         std::string last;
         for (const Slot& s : slots_) last = s.failure.empty() ? last : s.label + ": " + s.failure;
-        throw EngineFailedError(str(kEngineFailedPrefix, ": no working engine left (", last, ")"));
+        return str(kEngineFailedPrefix, ": no working engine left (", last, ")");
       }
       engine = size_t(chosen);
-      id = next_id_++;
-      in_flight_[id] = InFlight{engine, -1, work, false};
+      attempt = ++f.attempt;
+      f.engine = engine;
+      f.engine_id = -1;
+      f.delivered = false;
+      f.tried[engine] = true;
+      work = f.work;
+      request = f.request;
       slots_[engine].queued_work += work;
       slots_[engine].in_flight++;
     }
-    // The engine may finish the request (on its thread) before submit() returns here: on_final copes.
-    RequestCallback wrapped = [this, id, callback](const RequestEvent& event) {
-      if (!event.finished) {
-        if (callback) callback(event);
-        return;
-      }
-      RequestEvent final_event = event;
-      on_final(id, final_event);
-      if (callback) callback(final_event);
-    };
+    // The engine may finish the request (on its thread) before submit() returns here: on_event copes, and a
+    // retry it starts makes this attempt stale (the checks on `attempt` below).
+    RequestCallback wrapped = [this, id, attempt](const RequestEvent& event) { on_event(id, attempt, event); };
     int64_t engine_id = -1;
     try {
-      engine_id = slots_[engine].service->submit(request, std::move(wrapped));
+      engine_id = slots_[engine].service->submit(*request, std::move(wrapped));
     } catch (const QueueFullError& e) {
-      forget_refused(id, engine, work, excluded);
+      unplace(engine, work);
       queue_full = e.what();
       continue;
     } catch (const EngineFailedError& e) {
-      forget_refused(id, engine, work, excluded);
+      unplace(engine, work);
       std::lock_guard lock(mutex_);
       mark_failed(engine, e.what());
       continue;
     } catch (...) {
-      forget_refused(id, engine, work, excluded);
+      unplace(engine, work);
       throw;  // the request's own fault, or a draining engine: every engine would say the same
     }
     bool cancel_now = false;
     {
       std::lock_guard lock(mutex_);
-      if (has_image) remember_image(image_key, engine);
       const auto it = in_flight_.find(id);
-      if (it != in_flight_.end()) {
+      if (it != in_flight_.end() && it->second.attempt == attempt) {
+        if (it->second.has_image) remember_image(it->second.image, engine);
         it->second.engine_id = engine_id;
         cancel_now = it->second.cancel_requested;
       }
     }
     if (cancel_now) slots_[engine].service->cancel(engine_id);
-    return id;
+    return "";
   }
 }
 
-// Runs on an engine thread with the request's final event, before the caller's callback sees it: the caller
-// may read stats() as soon as it has its result.
-void DataParallelService::on_final(int64_t id, RequestEvent& event) {
+void DataParallelService::unplace(size_t engine, int64_t work) {
   std::lock_guard lock(mutex_);
-  const auto it = in_flight_.find(id);
-  if (it == in_flight_.end()) return;
-  Slot& slot = slots_[it->second.engine];
-  slot.queued_work -= it->second.work;
+  slots_[engine].queued_work -= work;
+  slots_[engine].in_flight--;
+}
+
+void DataParallelService::on_event(int64_t id, int attempt, const RequestEvent& event) {
+  std::shared_ptr<RequestCallback> callback;
+  if (!event.finished) {
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = in_flight_.find(id);
+      if (it == in_flight_.end() || it->second.attempt != attempt) return;
+      it->second.delivered = true;
+      callback = it->second.callback;
+    }
+    if (*callback) (*callback)(event);
+    return;
+  }
+  RequestEvent final_event = event;
+  bool restart = false;
+  bool again = false;
+  {
+    std::lock_guard lock(mutex_);
+    const auto it = in_flight_.find(id);
+    if (it == in_flight_.end() || it->second.attempt != attempt) return;
+    again = on_final(id, final_event, &callback, &restart);
+  }
+  if (again) return retry(id, std::move(final_event), std::move(callback), restart);
+  if (*callback) (*callback)(final_event);
+}
+
+// Under mutex_. Runs on an engine thread with the request's final event, before the caller's callback sees it:
+// the caller may read stats() as soon as it has its result.
+bool DataParallelService::on_final(int64_t id, RequestEvent& event, std::shared_ptr<RequestCallback>* callback,
+                                   bool* restart) {
+  InFlight& f = in_flight_.at(id);
+  Slot& slot = slots_[f.engine];
+  slot.queued_work -= f.work;
   slot.in_flight--;
   if (event.error_kind == ErrorKind::EngineFailed) {
-    mark_failed(it->second.engine, event.error);
+    mark_failed(f.engine, event.error);
     event.error += " (engine " + slot.label + ")";
+    if (f.retries_left > 0 && !closing_ && !f.cancel_requested) {
+      f.retries_left--;
+      retrying_++;
+      *restart = f.delivered;
+      *callback = f.callback;
+      return true;
+    }
   }
-  in_flight_.erase(it);
+  *callback = std::move(f.callback);
+  in_flight_.erase(id);
+  if (in_flight_.empty()) idle_.notify_all();
+  return false;
+}
+
+// The failed attempt's events end with a restart (when it had delivered any); the request goes to another
+// engine. None left, or every other one full: the original failure is its final event, with why.
+void DataParallelService::retry(int64_t id, RequestEvent failure, std::shared_ptr<RequestCallback> callback,
+                                bool restart) {
+  if (restart && *callback) {
+    RequestEvent void_so_far;
+    void_so_far.restart = true;
+    (*callback)(void_so_far);
+  }
+  std::string refusal;
+  bool queue_full = false;
+  try {
+    refusal = place(id, &queue_full);
+  } catch (const std::exception& e) {
+    refusal = e.what();
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!refusal.empty()) in_flight_.erase(id);
+    retrying_--;
+    idle_.notify_all();
+  }
+  if (refusal.empty()) return;
+  failure.error += "; not retried: " + refusal;
+  if (*callback) (*callback)(failure);
 }
 
 void DataParallelService::cancel(int64_t request_id) {
@@ -195,17 +296,21 @@ void DataParallelService::cancel(int64_t request_id) {
     std::lock_guard lock(mutex_);
     const auto it = in_flight_.find(request_id);
     if (it == in_flight_.end()) return;  // unknown or finished
-    if (it->second.engine_id < 0) {
-      it->second.cancel_requested = true;  // submit() passes it on once the engine's id is known
-      return;
-    }
+    it->second.cancel_requested = true;  // no retry after this
+    if (it->second.engine_id < 0) return;  // place() passes it on once the engine's id is known
     engine = it->second.engine;
     engine_id = it->second.engine_id;
   }
   slots_[engine].service->cancel(engine_id);
 }
 
+// Requests first, engines after: an engine drained while another still runs could not take that one's retries.
 void DataParallelService::drain() {
+  {
+    std::unique_lock lock(mutex_);
+    accepting_ = false;
+    idle_.wait(lock, [this] { return in_flight_.empty(); });
+  }
   for (Slot& slot : slots_) slot.service->drain();
 }
 

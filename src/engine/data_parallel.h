@@ -9,10 +9,14 @@
 //      per tile, max_tokens) of its unfinished requests, ties to the lower index.
 // A full queue sends the request to the next engine; all full gives "queue full" as one engine would.
 // An engine whose device failed (its requests end with ErrorKind::EngineFailed, or its submit() says so) is
-// taken out of rotation; its in-flight requests fail with that error (fovea run retries them once) and the
-// others go on. Ids are the dispatcher's own, so cancel() reaches the right engine.
+// taken out of rotation and the others go on. Its in-flight requests run again on another engine
+// (Options::engine_failure_retries times, once by default): here, so that every door (run, serve, bench,
+// Python, Ray) gets the same retry. A request that had already streamed deltas gets a `restart` event first
+// (fovea/result.h). A request given no seed is given one here, so that its retry samples as the first attempt
+// did. Ids are the dispatcher's own and survive a retry, so cancel() reaches the right engine.
 #pragma once
 #include <cstdint>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -40,6 +44,7 @@ class DataParallelService final : public InferenceService {
   struct Options {
     size_t affinity_images = 4096;  // images remembered for routing (the most recent ones)
     std::function<int64_t(const Request&)> work = estimated_work;
+    int engine_failure_retries = 1;  // per request, each time on an engine it has not been on
   };
   // labels[i] names engine i in stats, /metrics and errors ("cuda:0", "cpu#1").
   DataParallelService(std::vector<std::unique_ptr<InferenceService>> engines, std::vector<std::string> labels,
@@ -67,23 +72,42 @@ class DataParallelService final : public InferenceService {
     std::string failure;
   };
   struct InFlight {
-    size_t engine = 0;
-    int64_t engine_id = -1;  // -1 until the engine's submit() returned
+    std::shared_ptr<const Request> request;  // kept for a retry on another engine
+    std::shared_ptr<RequestCallback> callback;  // shared, so that passing an event copies no std::function
     int64_t work = 0;
+    bool has_image = false;
+    Hash128 image;              // of the first image, for affinity
+    size_t engine = 0;
+    int64_t engine_id = -1;     // -1 until the engine's submit() returned
+    int attempt = 0;            // placements so far; events of an earlier one are ignored
+    int retries_left = 0;
+    std::vector<bool> tried;    // engines this request has been sent to
+    bool delivered = false;     // this attempt has passed deltas to the caller
     bool cancel_requested = false;
   };
 
   // Under mutex_: the engine for the next attempt, skipping `excluded`; -1 when none is working.
   int choose_engine(const Hash128* image, const std::vector<bool>& excluded) const;
   void remember_image(const Hash128& image, size_t engine);
-  void mark_failed(size_t engine, const std::string& why);  // under mutex_
-  void forget_refused(int64_t id, size_t engine, int64_t work, std::vector<bool>& excluded);
-  void on_final(int64_t id, RequestEvent& event);
+  void mark_failed(size_t engine, const std::string& why);
+  // Sends request `id` to a working engine it has not tried. "" when one took it; else why none did, with
+  // *queue_full telling a full queue (QueueFullError) from no working engine (EngineFailedError). Any other
+  // refusal (the request's own fault, a draining engine) is thrown.
+  std::string place(int64_t id, bool* queue_full);
+  void unplace(size_t engine, int64_t work);  // undoes place()'s bookkeeping for an engine that refused
+  void on_event(int64_t id, int attempt, const RequestEvent& event);
+  // The request's final event, on an engine thread: true when it is to run again (its engine failed).
+  bool on_final(int64_t id, RequestEvent& event, std::shared_ptr<RequestCallback>* callback, bool* restart);
+  void retry(int64_t id, RequestEvent failure, std::shared_ptr<RequestCallback> callback, bool restart);
 
   std::vector<Slot> slots_;
   Options options_;
   mutable std::mutex mutex_;
   std::unordered_map<int64_t, InFlight> in_flight_;
+  std::condition_variable idle_;  // in_flight_ became empty or retrying_ 0 (drain, the destructor wait)
+  bool accepting_ = true;         // false once drain() or the destructor began: no new requests
+  bool closing_ = false;          // the destructor began: no retries
+  int retrying_ = 0;              // retries between their engine's final event and their new placement
   struct Affinity {
     size_t engine = 0;   // where the image was last sent
     uint64_t stamp = 0;  // when: matches the newest of its entries in affinity_order_

@@ -129,7 +129,9 @@ std::unique_ptr<InferenceService> make_engine_service_with_failure(const EngineC
   std::fprintf(stderr, "fovea: %zu engines (data parallel):", n);
   for (const std::string& label : plan.labels) std::fprintf(stderr, " %s", label.c_str());
   std::fputc('\n', stderr);
-  return std::make_unique<DataParallelService>(std::move(engines), std::move(plan.labels));
+  DataParallelService::Options options;
+  options.engine_failure_retries = config.engine_failure_retries;
+  return std::make_unique<DataParallelService>(std::move(engines), std::move(plan.labels), options);
 }
 
 }  // namespace fovea

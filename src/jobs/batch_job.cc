@@ -1,11 +1,13 @@
 #include "jobs/batch_job.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 #include "core/local_file.h"
 #include "jobs/job_loop.h"
 #include "jobs/logits_dump.h"
+#include "requests/request_images.h"
 
 namespace fovea {
 namespace {
@@ -33,12 +35,14 @@ class TaskItem final : public JobItem {
     }
     request->prompt = task_.prompt;
     request->system = task_.system;
+    request->params = task_.sampling;
     request->params.max_tokens = task_.max_tokens;
     request->params.answers = task_.answers;
     request->params.choices = task_.choices;
+    request->params.top_logprobs = task_.logprobs < 0 ? 0 : std::max(1, task_.logprobs);
     request->params.return_first_logits = context.dump_logits;
-    request->tiling = context.options.tiling;
-    request->max_tiles = context.options.max_tiles;
+    request->tiling = task_.tiling.value_or(context.options.tiling);
+    request->max_tiles = task_.max_tiles > 0 ? task_.max_tiles : context.options.max_tiles;
     return true;
   }
 
@@ -62,11 +66,21 @@ class TaskItem final : public JobItem {
     }
     for (size_t c = 0; c < task_.choices.size() && c < f.final.choice_logprobs.size(); ++c)
       r.choice_logprobs.emplace_back(task_.choices[c], f.final.choice_logprobs[c]);
+    r.top_logprobs = task_.logprobs;
+    if (task_.logprobs >= 0) r.token_logprobs = f.logprobs;
     return {result_line(r), !r.error.empty(), logits_row_key(r.id)};
   }
 
  private:
-  bool load_image(const JobContext& context, ImageInput* image, std::string* error) const {
+  // An image that cannot be had is the task's fault and, as in every door, of kind InvalidImage
+  // (requests/request_images.h): thrown as a RequestError, which the pump reports with its kind.
+  bool load_image(const JobContext& context, ImageInput* image, std::string*) const {
+    if (task_.image_path.rfind("data:", 0) == 0) {
+      MediaOptions media;
+      media.max_bytes = context.options.max_image_bytes;
+      *image = load_request_image(task_.image_path, media);
+      return true;
+    }
     image->label = task_.image_path;
     if (!is_fetch_url(task_.image_path)) {
       try {
@@ -75,17 +89,16 @@ class TaskItem final : public JobItem {
         image->bytes = read_local_file(task_.image_path, limits, "image file");
         return true;
       } catch (const LocalFileError& e) {
-        *error = e.what();
-        return false;
+        throw RequestError(ErrorKind::InvalidImage, e.what());
       }
     }
     image->label = redact_url(task_.image_path);
     Prefetched fetched = context.prefetched ? std::move(*context.prefetched)
                                             : fetch_image(task_.image_path, context.options);
     if (fetched.error.empty() && fetched.bytes.empty()) fetched.error = "empty image at " + image->label;
-    *error = fetched.error;
+    if (!fetched.error.empty()) throw RequestError(ErrorKind::InvalidImage, fetched.error);
     image->bytes = std::move(fetched.bytes);
-    return error->empty();
+    return true;
   }
 
   const BatchTask& task_;

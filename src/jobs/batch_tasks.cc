@@ -5,8 +5,8 @@
 
 #include "core/error.h"
 #include "fetch/fetch.h"
-#include "requests/json_fields.h"
 #include "requests/json_limits.h"
+#include "requests/request_fields.h"
 
 namespace fovea {
 namespace fs = std::filesystem;
@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string resolve_image(const std::string& image, const std::string& base_dir) {
-  if (image.empty() || image[0] == '/' || base_dir.empty() || is_fetch_url(image)) return image;  // URLs as given
+  if (image.empty() || image[0] == '/' || base_dir.empty() || is_fetch_url(image) || image.rfind("data:", 0) == 0)
+    return image;  // URLs as given
   const fs::path beside_tasks = fs::path(base_dir) / image;
   std::error_code ec;
   if (fs::exists(beside_tasks, ec) || !fs::exists(image, ec)) return beside_tasks.string();
@@ -128,18 +129,24 @@ bool parse_task_json(const nlohmann::json& j, const std::string& problem, const 
       task->problem = "\"prompts\" must be a non-empty array of non-empty strings";
     else task->prompt = task->prompts.front();
   }
-  if (j.contains("choices")) {
-    std::string error;
-    if (!read_choice_list(j["choices"], "choices", &task->choices, &error)) task->problem = error;
+  // The fields every JSON door reads by the same rules (requests/request_fields.h).
+  Request fields;
+  fields.params.answers = task->answers;
+  fields.max_tiles = 0;
+  FieldError refused;
+  if (read_sampling_fields(j, &task->sampling, &refused) && read_fovea_fields(j, &fields, &refused)) {
+    task->answers = std::move(fields.params.answers);
+    task->choices = std::move(fields.params.choices);
+    task->max_tiles = fields.max_tiles;
+    if (j.contains("tiling") && !j["tiling"].is_null()) task->tiling = fields.tiling;
+  } else {
+    task->problem = refused.message;
   }
-  if (j.contains("answers") && !j["answers"].is_null()) {
-    task->answers.clear();
-    if (!j["answers"].is_array()) task->problem = "\"answers\" must be an array of strings";
-    for (const auto& a : j["answers"]) {
-      if (a.is_string() && !a.get<std::string>().empty()) task->answers.push_back(a.get<std::string>());
-      else task->problem = "\"answers\" must be an array of non-empty strings";
-    }
-  }
+  // As Python's Request.logprobs: the chosen token's log-prob and N alternatives per generated token.
+  bool present = false;
+  int64_t n = 0;
+  if (!read_int_field(j, "logprobs", 0, 20, &n, &present, &refused)) task->problem = refused.message;
+  if (present) task->logprobs = int(n);
   if (!problem.empty()) task->problem = problem;
   if (task->prompt.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
   return true;

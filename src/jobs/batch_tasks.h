@@ -1,13 +1,18 @@
 // The tasks of `fovea run`: a JSONL file ({"id", "image"?, "prompt", "system"?, "max_tokens"?, "answers"?,
-// "choices"?} per line; no "image": a text-only task) or a directory of images (one task per file, id = file name)
+// "choices"?, "logprobs"?, "tiling"?, "max_tiles"?, sampling fields?} per line; no "image": a text-only task;
+// "image" a path, an http(s):// / s3:// URL or a data: URL; the sampling fields and Fovea's are read by the rules
+// every door shares, requests/request_fields.h) or a directory of images (one task per file, id = file name)
 // with one prompt for all. A line with "prompts": [...] instead of "prompt" asks several questions about its
 // image: one task per question, with id "<id>#<k>" (k from 0, the id's text for a number) and question_index k,
 // which the job runs together so the image's prefix is shared. Ids are unique: a line whose id (its own or a
 // generated one) was used before is dropped, naming both lines (jobs/job_input.h).
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "fovea/request.h"
 
 namespace fovea {
 
@@ -20,7 +25,7 @@ struct TaskDefaults {
 struct BatchTask {
   nlohmann::json id;        // as given (string or number); written back unchanged
   std::string key;          // id.dump(): what resume compares
-  std::string image_path;   // resolved, or an http(s):// / s3:// URL as given; empty: a text-only task
+  std::string image_path;   // resolved, or an http(s):// / s3:// / data: URL as given; empty: a text-only task
   std::string prompt;
   std::string system;       // empty: the chat template's default system text
   int max_tokens = 1;
@@ -28,6 +33,10 @@ struct BatchTask {
   std::vector<std::string> choices;  // "choices": the answer is the most likely one (GenerationParams::choices)
   std::vector<std::string> prompts;  // "prompts" as parsed; expand_prompts makes them tasks
   int question_index = -1;           // k of a task made from "prompts" (written as "question_index"); -1 none
+  GenerationParams sampling;  // the sampling fields (temperature, top_p, top_k, seed, stop, penalties, ...)
+  int logprobs = -1;          // "logprobs": N alternatives per generated token (-1: no per-token log-probs)
+  std::optional<TilingPolicy> tiling;  // "tiling"; none: the run's --policy
+  int max_tiles = 0;                   // "max_tiles"; 0: the run's --max-tiles
   std::string problem;      // non-empty: the task itself is invalid; it becomes an error record
 };
 

@@ -109,7 +109,6 @@ BatchJobSummary run_job_items(InferenceService& service, const std::vector<JobIt
     progress.set_detail(engine_shares(service.stats()));
     progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
   };
-  callbacks.engine_failure_retries = 1;  // once, on another engine (a failed engine leaves the rotation)
   pump_requests(service, todo.size(), options.concurrency, callbacks);
   summary.elapsed_s = now_seconds() - start;
   if (options.progress) progress.set_detail(engine_shares(service.stats()));

@@ -1,6 +1,7 @@
 // The one loop behind `fovea run`, whatever its input format: resume from the results file (--retry-failed),
 // run the items grouped by image, download URL images ahead, feed the engine, write each record durably as its
-// request finishes, show progress and rate, and retry a request whose engine failed once on another engine.
+// request finishes, show progress and rate (a request whose engine failed runs again on another engine: the
+// data-parallel dispatcher's retry, engine/data_parallel.h).
 // A file format plugs in as JobItems: each item builds its Request and renders its finished request as one
 // output line (jobs/batch_job.cc: the tasks format; jobs/openai_batch.cc: OpenAI batch lines).
 #pragma once
@@ -18,8 +19,7 @@ namespace fovea {
 struct JobContext {
   const BatchJobOptions& options;
   InferenceService& service;
-  // The item's prefetch_url() as the prefetcher downloaded it; null when it has none, or when this is a retry
-  // (the prefetcher hands each download out once: a retried item fetches again itself).
+  // The item's prefetch_url() as the prefetcher downloaded it; null when it has none.
   Prefetched* prefetched = nullptr;
   bool dump_logits = false;  // --dump-logits: ask for the first token's logits
 };

@@ -76,6 +76,7 @@ class OpenAIBatchItem final : public JobItem {
     }
     logprobs_ = chat.logprobs;
     top_logprobs_ = chat.top_logprobs;
+    answers_ = chat.request.params.answers;
     *request = std::move(chat.request);
     return true;
   }
@@ -95,8 +96,8 @@ class OpenAIBatchItem final : public JobItem {
     const Json logprobs = logprobs_ ? openai::logprob_content(f.logprobs, top_logprobs_, token_text) : Json();
     Json body = openai::completion_json(c, f.text, openai::finish_reason_for(f.final.finish_reason), logprobs,
                                         f.final.prompt_tokens, f.final.completion_tokens);
-    // As the server answers: with guided_choice/choices, every choice's total log-prob in the request's order.
-    if (!f.final.choice_logprobs.empty()) body["choices"][0]["choice_logprobs"] = f.final.choice_logprobs;
+    // As the server answers: choice_logprobs (guided_choice/choices) and answer_logprobs (answers).
+    openai::add_scores(&body["choices"][0], answers_, f.final);
     return {dump_line(record(200, body, nullptr)), false, ""};
   }
 
@@ -147,6 +148,7 @@ class OpenAIBatchItem final : public JobItem {
   openai::ApiError error_;
   bool logprobs_ = false;
   int top_logprobs_ = 0;
+  std::vector<std::string> answers_;  // for answer_logprobs (the request itself went to the engine)
 };
 
 }  // namespace

@@ -2,10 +2,8 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 
 #include "core/error.h"
 
@@ -40,6 +38,11 @@ RequestCallback collector(size_t index, std::shared_ptr<Mailbox> mailbox, const 
   partial->index = index;
   return [partial, mailbox, on_event = callbacks.on_event, index](const RequestEvent& ev) {
     if (on_event) on_event(index, ev);
+    if (ev.restart) {  // the dispatcher runs it again on another engine: what came so far is void
+      *partial = FinishedRequest{};
+      partial->index = index;
+      return;
+    }
     partial->text += ev.text_delta;
     partial->tokens.insert(partial->tokens.end(), ev.token_delta.begin(), ev.token_delta.end());
     partial->logprobs.insert(partial->logprobs.end(), ev.logprob_delta.begin(), ev.logprob_delta.end());
@@ -59,28 +62,29 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
   bool have_pending = false;  // `pending` was built but refused by a full queue: submit it again later
   Request pending;
   size_t pending_index = 0;
-  std::deque<size_t> retry;                 // jobs whose engine failed, to run again first
-  std::unordered_map<size_t, int> retries;  // job -> times retried
   concurrency = std::max(1, concurrency);
   while (finished_total < count) {
     bool queue_full = false;
-    while (!queue_full && in_flight < size_t(concurrency) && (have_pending || !retry.empty() || next < count)) {
+    while (!queue_full && in_flight < size_t(concurrency) && (have_pending || next < count)) {
       if (!have_pending) {
         pending = Request{};
-        if (!retry.empty()) {
-          pending_index = retry.front();
-          retry.pop_front();
-        } else {
-          pending_index = next++;
-        }
+        pending_index = next++;
         std::string error;
-        if (!callbacks.make_request(pending_index, &pending, &error)) {
+        ErrorKind kind = ErrorKind::InvalidRequest;  // its input could not be resolved
+        try {
+          if (callbacks.make_request(pending_index, &pending, &error)) error.clear();
+          else if (error.empty()) error = "invalid request";
+        } catch (const RequestError& e) {  // e.g. an image it could not read: InvalidImage
+          error = e.what();
+          kind = e.kind();
+        }
+        if (!error.empty()) {
           FinishedRequest failed;
           failed.index = pending_index;
           failed.final.finished = true;
           failed.final.finish_reason = "error";
           failed.final.error = client_error_text(error);
-          failed.final.error_kind = ErrorKind::InvalidRequest;  // its input could not be read or resolved
+          failed.final.error_kind = kind;
           mailbox->post(std::move(failed));
           ++in_flight;
           continue;
@@ -110,13 +114,6 @@ void pump_requests(InferenceService& service, size_t count, int concurrency, con
     }
     std::vector<FinishedRequest> finished = mailbox->take(queue_full ? 20 : 250);
     in_flight -= finished.size();
-    std::erase_if(finished, [&](const FinishedRequest& f) {
-      if (f.final.error_kind != ErrorKind::EngineFailed || retries[f.index] >= callbacks.engine_failure_retries)
-        return false;
-      retries[f.index]++;
-      retry.push_back(f.index);
-      return true;
-    });
     finished_total += finished.size();
     if (!finished.empty()) callbacks.on_finished(finished);
     if (callbacks.on_tick) callbacks.on_tick();

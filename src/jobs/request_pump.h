@@ -20,20 +20,19 @@ struct FinishedRequest {
 };
 
 struct PumpCallbacks {
-  // Builds job i's request; returns false with *error set when the job fails before reaching the engine
-  // (e.g. its image file cannot be read): it is then reported as finished with that error.
+  // Builds job i's request; returns false with *error set when the job fails before reaching the engine: it is
+  // then reported as finished with that error, of kind InvalidRequest; a RequestError thrown (an image that
+  // cannot be read: requests/request_images.h) gives its own kind.
   std::function<bool(size_t index, Request* request, std::string* error)> make_request;
   // Receives finished jobs in batches, on the calling thread.
   std::function<void(std::vector<FinishedRequest>& finished)> on_finished;
   // Optional: every event of a job as the engine sends it, final included, on an engine thread (must not block).
-  // It comes before the job is reported finished; a job retried after its engine failed starts over (a second
-  // make_request call for that index says so).
+  // It comes before the job is reported finished. A `restart` event (fovea/result.h) voids the job's earlier
+  // ones: its engine failed and the data-parallel dispatcher runs it again on another (FinishedRequest holds
+  // only the last attempt's deltas).
   std::function<void(size_t index, const RequestEvent& event)> on_event;
   // Called at least every few hundred milliseconds while jobs run (progress display).
   std::function<void()> on_tick;
-  // A job whose request failed because its engine failed (ErrorKind::EngineFailed) is built and submitted again
-  // up to this many times; behind the data-parallel dispatcher it then runs on another engine.
-  int engine_failure_retries = 0;
 };
 
 // Runs jobs 0..count-1 and returns when every one has finished. A full engine queue is not an error: the pump

@@ -125,6 +125,16 @@ std::string result_line(const BatchResult& r) {
     for (const auto& [choice, logprob] : r.choice_logprobs) lp[choice] = logprob;
     j["choice_logprobs"] = lp;
   }
+  if (r.top_logprobs >= 0 && r.error.empty()) {
+    nlohmann::ordered_json positions = nlohmann::ordered_json::array();
+    for (const TokenLogprob& lp : r.token_logprobs) {
+      nlohmann::ordered_json top = nlohmann::ordered_json::array();
+      for (size_t k = 0; k < lp.top.size() && int(k) < r.top_logprobs; ++k)
+        top.push_back({{"token", lp.top[k].first}, {"logprob", lp.top[k].second}});
+      positions.push_back({{"token", lp.token}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    j["token_logprobs"] = positions;
+  }
   if (!r.error.empty()) j["error"] = r.error;
   if (!r.error.empty() && !r.error_kind.empty()) j["error_kind"] = r.error_kind;
   j["ms"] = std::round(r.ms * 100.0) / 100.0;

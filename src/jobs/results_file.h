@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
+
+#include "fovea/result.h"
 #include <set>
 #include <string>
 #include <vector>
@@ -38,13 +40,17 @@ struct BatchResult {
   std::vector<std::pair<std::string, float>> answer_logprobs;  // written as "logprobs" when non-empty
   bool has_answers = false;                                    // the task asked for answers
   std::vector<std::pair<std::string, float>> choice_logprobs;  // written as "choice_logprobs" when non-empty
+  // When the task asked for "logprobs": N, per generated token {"token", "logprob", "top": [{"token",
+  // "logprob"}] (N of them)}: written as "token_logprobs".
+  std::vector<TokenLogprob> token_logprobs;
+  int top_logprobs = -1;  // N; -1: not asked
   std::string error;
   std::string error_kind;  // with error: error_kind_name() of the failure (fovea/error_kind.h)
   double ms = 0;
 };
 
 // One JSONL line (with its '\n'), keys in the documented order: id, question_index?, text, tokens, logprobs?,
-// choice_logprobs?, error?, error_kind?, ms.
+// choice_logprobs?, token_logprobs?, error?, error_kind?, ms.
 std::string result_line(const BatchResult& result);
 
 class ResultsWriter {

@@ -69,7 +69,10 @@ std::string load_data_url(const std::string& url, int64_t max_bytes) {
 std::string read_local_file(const std::string& path, const MediaOptions& options) {
   if (options.allowed_media_dir.empty())
     throw MediaError("local image paths are not allowed (start the server with --allowed-media-dir DIR)");
-  const std::string unavailable = str("image file not found in the allowed media directory: ", excerpt(path, 256));
+  // With "/" (a batch file's or Python's own paths) there is no directory to name.
+  const std::string unavailable = options.allowed_media_dir == "/"
+                                      ? str("image file not found: ", excerpt(path, 256))
+                                      : str("image file not found in the allowed media directory: ", excerpt(path, 256));
   try {
     check_local_path(path, "image file");
     // Relative paths are taken relative to the allowed directory.

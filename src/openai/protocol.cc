@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "requests/json_fields.h"
 #include "requests/json_limits.h"
+#include "requests/request_fields.h"
 
 namespace fovea::openai {
 namespace {
@@ -18,42 +18,6 @@ ApiError bad(const std::string& message, const std::string& param = "") {
   e.message = message;
   e.param = param;
   return e;
-}
-
-// Reads an optional integer field; false (with error) when present but not an integer in [lo, hi].
-bool read_int(const Json& body, const char* name, int64_t lo, int64_t hi, int64_t* out, bool* present,
-              ApiError* error) {
-  *present = false;
-  const auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return true;
-  if (!it->is_number_integer() && !(it->is_number_float() && std::floor(it->get<double>()) == it->get<double>())) {
-    *error = bad(str(name, " must be an integer"), name);
-    return false;
-  }
-  const int64_t v = it->is_number_float() ? int64_t(it->get<double>()) : it->get<int64_t>();
-  if (v < lo || v > hi) {
-    *error = bad(str(name, " must be between ", lo, " and ", hi, ", got ", v), name);
-    return false;
-  }
-  *out = v;
-  *present = true;
-  return true;
-}
-
-bool read_number(const Json& body, const char* name, double lo, double hi, double* out, ApiError* error) {
-  const auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return true;
-  if (!it->is_number()) {
-    *error = bad(str(name, " must be a number"), name);
-    return false;
-  }
-  const double v = it->get<double>();
-  if (!(v >= lo && v <= hi)) {
-    *error = bad(str(name, " must be between ", lo, " and ", hi), name);
-    return false;
-  }
-  *out = v;
-  return true;
 }
 
 bool read_bool(const Json& body, const char* name, bool* out, ApiError* error) {
@@ -156,79 +120,13 @@ bool read_messages(const Json& body, ChatRequest* out, std::vector<std::string>*
   return true;
 }
 
-bool read_stop(const Json& body, GenerationParams* params, ApiError* error) {
-  const auto it = body.find("stop");
-  if (it == body.end() || it->is_null()) return true;
-  if (it->is_string()) {
-    params->stop.push_back(it->get<std::string>());
-    return true;
-  }
-  if (!it->is_array() || it->size() > 4) {
-    *error = bad("stop must be a string or an array of at most 4 strings", "stop");
-    return false;
-  }
-  for (const auto& s : *it) {
-    if (!s.is_string() || s.get<std::string>().empty()) {
-      *error = bad("stop must hold non-empty strings", "stop");
-      return false;
-    }
-    params->stop.push_back(s.get<std::string>());
-  }
-  return true;
-}
-
-// Fovea's extension in the spirit of vLLM's guided choice: "guided_choice" (or "choices") lists the answers
-// allowed; the reply is the one with the highest total log-prob, and every choice's total comes back.
-bool read_choices(const Json& body, GenerationParams* params, ApiError* error) {
-  const char* key = body.contains("guided_choice") ? "guided_choice" : "choices";
-  if (body.contains("guided_choice") && body.contains("choices")) {
-    *error = bad("give guided_choice or choices, not both", "choices");
-    return false;
-  }
-  const auto it = body.find(key);
-  if (it == body.end()) return true;
-  std::string why;
-  if (read_choice_list(*it, key, &params->choices, &why)) return true;
-  *error = bad(why, key);
+// Reads an optional integer field; false (with error) when present but not an integer in [lo, hi].
+bool read_int(const Json& body, const char* name, int64_t lo, int64_t hi, int64_t* out, bool* present,
+              ApiError* error) {
+  FieldError why;
+  if (read_int_field(body, name, lo, hi, out, present, &why)) return true;
+  *error = bad(why.message, why.param);
   return false;
-}
-
-// OpenAI's presence/frequency penalties and vLLM's extra sampling fields (top_k, min_p, repetition_penalty,
-// stop_token_ids, ignore_eos), with vLLM's ranges; the engine applies them as vLLM does (engine/sampler.h).
-bool read_sampling(const Json& body, GenerationParams* p, ApiError* error) {
-  struct Field {
-    const char* name;
-    double lo, hi;
-    float* value;
-  };
-  const Field fields[] = {{"min_p", 0.0, 1.0, &p->min_p},
-                          {"repetition_penalty", 1e-6, 1e6, &p->repetition_penalty},
-                          {"presence_penalty", -2.0, 2.0, &p->presence_penalty},
-                          {"frequency_penalty", -2.0, 2.0, &p->frequency_penalty}};
-  for (const Field& f : fields) {
-    double number = *f.value;
-    if (!read_number(body, f.name, f.lo, f.hi, &number, error)) return false;
-    *f.value = float(number);
-  }
-  bool present = false;
-  int64_t v = 0;
-  if (!read_int(body, "top_k", -1, INT32_MAX, &v, &present, error)) return false;
-  if (present) p->top_k = int(v);
-  if (!read_bool(body, "ignore_eos", &p->ignore_eos, error)) return false;
-  const auto ids = body.find("stop_token_ids");
-  if (ids == body.end() || ids->is_null()) return true;
-  if (!ids->is_array() || ids->size() > 64) {
-    *error = bad("stop_token_ids must be an array of at most 64 token ids", "stop_token_ids");
-    return false;
-  }
-  for (const auto& id : *ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
-      *error = bad("stop_token_ids must hold non-negative integers", "stop_token_ids");
-      return false;
-    }
-    p->stop_token_ids.push_back(int32_t(id.get<int64_t>()));
-  }
-  return true;
 }
 
 bool read_generation(const Json& body, const ParseOptions& options, ChatRequest* out, ApiError* error) {
@@ -241,17 +139,12 @@ bool read_generation(const Json& body, const ParseOptions& options, ChatRequest*
   if (!read_int(body, "max_completion_tokens", 1, options.max_tokens_limit, &v, &present, error)) return false;
   if (present) p.max_tokens = int(v);
   if (!read_int(body, "n", 1, 1, &v, &present, error)) return false;
-  if (!read_int(body, "seed", INT64_MIN, INT64_MAX, &v, &present, error)) return false;
-  if (present) p.seed = uint64_t(v);
-  double number = p.temperature;
-  if (!read_number(body, "temperature", 0.0, 2.0, &number, error)) return false;
-  p.temperature = float(number);
-  number = p.top_p;
-  if (!read_number(body, "top_p", 0.0, 1.0, &number, error)) return false;
-  p.top_p = float(number);
-  if (!read_stop(body, &p, error)) return false;
-  if (!read_sampling(body, &p, error)) return false;
-  if (!read_choices(body, &p, error)) return false;
+  // The sampling fields and Fovea's own (answers, choices, tiling, max_tiles) by the rules every door shares.
+  FieldError why;
+  if (!read_sampling_fields(body, &p, &why) || !read_fovea_fields(body, &out->request, &why)) {
+    *error = bad(why.message, why.param);
+    return false;
+  }
   if (!read_bool(body, "logprobs", &out->logprobs, error)) return false;
   if (!read_int(body, "top_logprobs", 0, 20, &v, &present, error)) return false;
   if (present) {
@@ -311,14 +204,14 @@ bool parse_chat_request(const std::string& body_text, const ParseOptions& option
   if (stream_options.is_object() && stream_options.value("include_usage", Json()).is_boolean())
     out->include_usage = stream_options["include_usage"].get<bool>();
   std::vector<std::string> image_urls;
+  out->request.tiling = options.tiling;  // the door's defaults; the body's tiling / max_tiles override them
+  out->request.max_tiles = options.max_tiles;
   if (!read_messages(body, out, &image_urls, error)) return false;
   if (!read_generation(body, options, out, error)) return false;
   if (int(image_urls.size()) > options.max_images) {
     *error = bad(str("too many images: ", image_urls.size(), " (the limit is ", options.max_images, ")"), "messages");
     return false;
   }
-  out->request.tiling = options.tiling;
-  out->request.max_tiles = options.max_tiles;
   // Media last: the cheap checks above fail fast before any file is read or URL fetched.
   for (size_t i = 0; i < image_urls.size(); ++i) {
     try {
@@ -396,6 +289,17 @@ Json usage_chunk_json(const Completion& c, int prompt_tokens, int completion_tok
                {{"prompt_tokens", prompt_tokens},
                 {"completion_tokens", completion_tokens},
                 {"total_tokens", prompt_tokens + completion_tokens}}}};
+}
+
+void add_scores(Json* choice, const std::vector<std::string>& answers, const RequestEvent& final_event) {
+  if (!final_event.choice_logprobs.empty()) (*choice)["choice_logprobs"] = final_event.choice_logprobs;
+  if (answers.empty()) return;
+  Json scores = Json::object();
+  for (const std::string& answer : answers) {
+    const auto it = final_event.answer_logprobs.find(answer);
+    scores[answer] = it == final_event.answer_logprobs.end() || !std::isfinite(it->second) ? Json() : Json(it->second);
+  }
+  (*choice)["answer_logprobs"] = scores;
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }

@@ -72,6 +72,11 @@ Json usage_chunk_json(const Completion& c, int prompt_tokens, int completion_tok
 
 Json models_json(const std::string& model_name, int64_t created);
 
+// Fovea's scores on a finished choice (a response's choices[0], a stream's finish chunk's): "choice_logprobs"
+// (per requested choice, in order) when the request listed choices, "answer_logprobs" ({answer: log-prob}, null
+// where an answer is not one known token) when it listed answers.
+void add_scores(Json* choice, const std::vector<std::string>& answers, const RequestEvent& final_event);
+
 // Serialises for the wire. Token texts and error messages may hold invalid UTF-8 (a byte-fallback token alone,
 // a client's file name): it becomes U+FFFD instead of making the response throw.
 std::string dump(const Json& j);

@@ -89,8 +89,9 @@ struct Accumulated {
 
 // The SSE events of one engine event: its delta, and after the final one the finish chunk, the usage chunk
 // (stream_options.include_usage) or the error, then [DONE].
-std::string stream_events(const openai::Completion& c, const openai::ChatRequest& chat, const RequestEvent& ev,
-                          const Json& lp, const Accumulated& acc) {
+std::string stream_events(const openai::Completion& c, const openai::ChatRequest& chat,
+                          const std::vector<std::string>& answers, const RequestEvent& ev, const Json& lp,
+                          const Accumulated& acc) {
   std::string sse;
   if (!ev.text_delta.empty() || (chat.logprobs && !lp.empty()))
     sse += http::sse_event(openai::dump(openai::chunk_json(c, Json{{"content", ev.text_delta}}, "", lp)));
@@ -99,8 +100,8 @@ std::string stream_events(const openai::Completion& c, const openai::ChatRequest
     sse += http::sse_event(openai::dump(openai::error_json(openai::engine_error(ev))));
   } else {
     Json finish = openai::chunk_json(c, Json::object(), openai::finish_reason_for(ev.finish_reason), Json());
-    // As in the whole reply: with guided_choice/choices, every choice's total log-prob on the finish chunk.
-    if (!ev.choice_logprobs.empty()) finish["choices"][0]["choice_logprobs"] = ev.choice_logprobs;
+    // As in the whole reply: choice_logprobs / answer_logprobs on the finish chunk.
+    openai::add_scores(&finish["choices"][0], answers, ev);
     sse += http::sse_event(openai::dump(finish));
     if (chat.include_usage)
       sse += http::sse_event(openai::dump(openai::usage_chunk_json(c, acc.prompt_tokens, acc.completion_tokens)));
@@ -125,6 +126,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     return reply_error(ex, error);
   }
 
+  const std::vector<std::string> answers = chat.request.params.answers;  // the request itself goes to the engine
   auto pending = std::make_shared<PendingRequest>();
   int64_t request_id = -1;
   try {
@@ -167,6 +169,24 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
     if (events.empty()) continue;
     std::string sse;
     for (const RequestEvent& ev : events) {
+      if (ev.restart) {
+        // Its engine failed; the dispatcher runs it again on another. A reply not yet sent starts over; a stream
+        // cannot take back what it sent, so it ends with an error (and the retry is cancelled).
+        if (!stream_started || (acc.text.empty() && acc.completion_tokens == 0)) {
+          acc = Accumulated{};
+          continue;
+        }
+        service.cancel(request_id);
+        openai::ApiError lost;
+        lost.status = 500;
+        lost.type = "server_error";
+        lost.code = error_kind_name(ErrorKind::EngineFailed);
+        lost.message = "the engine failed while streaming; the request was not retried because its output had "
+                       "already been sent (a request that is not streamed is retried)";
+        ex.write_chunk(sse + http::sse_event(openai::dump(openai::error_json(lost))) + http::sse_event("[DONE]"));
+        ex.end_stream();
+        return;
+      }
       const Json lp = acc.add(ev, chat, token_text);
       const bool failed = ev.finished && (!ev.error.empty() || ev.finish_reason == "cancelled");
       if (failed && !stream_started) return reply_error(ex, openai::engine_error(ev));
@@ -176,8 +196,8 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
         Json body = openai::completion_json(completion, acc.text, openai::finish_reason_for(ev.finish_reason),
                                             chat.logprobs ? acc.logprobs : Json(), acc.prompt_tokens,
                                             acc.completion_tokens);
-        // Extension: with guided_choice/choices, every choice's total log-prob, in the request's order.
-        if (!ev.choice_logprobs.empty()) body["choices"][0]["choice_logprobs"] = ev.choice_logprobs;
+        // Extensions: with guided_choice/choices every choice's total log-prob, with answers each one's.
+        openai::add_scores(&body["choices"][0], answers, ev);
         return reply(ex, 200, "application/json", openai::dump(body));
       }
       if (!stream_started) {
@@ -188,7 +208,7 @@ void ApiServer::handle_chat(http::Exchange& ex, InferenceService& service) {
         sse += http::sse_event(
             openai::dump(openai::chunk_json(completion, Json{{"role", "assistant"}, {"content", ""}}, "", Json())));
       }
-      sse += stream_events(completion, chat, ev, lp, acc);
+      sse += stream_events(completion, chat, answers, ev, lp, acc);
       if (ev.finished) {
         ex.write_chunk(sse);
         ex.end_stream();

@@ -1,10 +1,9 @@
 // The data-parallel dispatcher over fake engines: least-work routing, image affinity, cancel by the
-// dispatcher's id, per-engine stats, and an engine that fails mid-batch losing no request (the batch pump's
-// retry sends its requests to the engine that still works).
+// dispatcher's id, per-engine stats, and an engine that fails mid-batch losing no request (the dispatcher's
+// retry sends its requests to the engine that still works, whoever submitted them).
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -68,9 +67,10 @@ struct Rig {
   std::vector<HoldingEngine*> engines;
   std::unique_ptr<DataParallelService> service;
   std::vector<RequestEvent> finals;
+  std::vector<RequestEvent> events;  // every event, finals included
   std::mutex mutex;
 
-  explicit Rig(int n) {
+  explicit Rig(int n, int retries = 1) {
     std::vector<std::unique_ptr<InferenceService>> owned;
     std::vector<std::string> labels;
     for (int i = 0; i < n; ++i) {
@@ -81,6 +81,7 @@ struct Rig {
     }
     DataParallelService::Options options;
     options.work = [](const Request& r) { return int64_t(r.params.max_tokens); };  // the test's own costs
+    options.engine_failure_retries = retries;
     service = std::make_unique<DataParallelService>(std::move(owned), std::move(labels), options);
   }
   int64_t submit(int max_tokens, const std::string& image = "") {
@@ -88,9 +89,9 @@ struct Rig {
     r.params.max_tokens = max_tokens;
     if (!image.empty()) r.images.push_back({image, "img"});
     return service->submit(r, [this](const RequestEvent& ev) {
-      if (!ev.finished) return;
       std::lock_guard lock(mutex);
-      finals.push_back(ev);
+      events.push_back(ev);
+      if (ev.finished) finals.push_back(ev);
     });
   }
   std::vector<size_t> held() const {
@@ -156,7 +157,7 @@ TEST(DataParallel, AFullEngineHandsTheRequestToTheNextAndAllFullIsQueueFull) {
 }
 
 TEST(DataParallel, AFailedEngineLeavesTheRotationAndStatsSaySo) {
-  Rig rig(2);
+  Rig rig(2, /*retries=*/0);  // its failure reaches the caller
   rig.submit(1, "photo-A");  // -> 0
   rig.submit(1);             // -> 1
   rig.engines[0]->finish(0, "engine failed: CUDA error");
@@ -193,39 +194,79 @@ TEST(DataParallel, AnEngineThatRefusesAsFailedIsSkippedAndNoneLeftIsAnEngineFail
   EXPECT_TRUE(rig.service->stats().failed);
 }
 
-// Opened once; waited on by any number of threads.
-struct Gate {
-  std::mutex mutex;
-  std::condition_variable cv;
-  bool open = false;
-  void release() {
-    {
-      std::lock_guard lock(mutex);
-      open = true;
-    }
-    cv.notify_all();
-  }
-  void wait() {
-    std::unique_lock lock(mutex);
-    cv.wait(lock, [this] { return open; });
-  }
-};
+TEST(DataParallel, ARequestWhoseEngineFailedRunsAgainOnAnotherWithTheSameSeed) {
+  Rig rig(2);
+  const int64_t id = rig.submit(1, "photo-A");  // -> 0
+  RequestEvent delta;
+  delta.text_delta = "half an answ";
+  delta.token_delta = {7};
+  rig.engines[0]->held[0].callback(delta);
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
+  ASSERT_EQ(rig.held(), (std::vector<size_t>{1, 1})) << "the request went to engine 1";
+  EXPECT_TRUE(rig.finals.empty()) << rig.finals[0].error;
+  ASSERT_EQ(rig.events.size(), 2u);
+  EXPECT_EQ(rig.events[0].text_delta, "half an answ");
+  EXPECT_TRUE(rig.events[1].restart) << "what engine 0 sent is void";
+  EXPECT_FALSE(rig.events[1].finished);
+  const Request& first = rig.engines[0]->held[0].request;
+  const Request& again = rig.engines[1]->held[0].request;
+  ASSERT_TRUE(first.params.seed.has_value()) << "the dispatcher seeds a request that gave none";
+  EXPECT_EQ(again.params.seed, first.params.seed);
+  EXPECT_EQ(again.images[0].bytes, "photo-A");
+  rig.service->cancel(id);  // the dispatcher's id follows the request to its new engine
+  EXPECT_EQ(rig.engines[1]->cancelled, (std::vector<int64_t>{100}));
+  EXPECT_TRUE(rig.engines[0]->cancelled.empty());
+  rig.engines[1]->finish(0);
+  ASSERT_EQ(rig.finals.size(), 1u);
+  EXPECT_EQ(rig.finals[0].error, "");
+  EXPECT_TRUE(rig.service->stats().engines[0].failed);
+}
 
-// Answers every request on its own thread (after `wait_for` opens, when given); from request `fail_from` on it
-// behaves like a failed device: requests end with an engine-failure error (then `failed` opens) and later
-// submits are refused.
+TEST(DataParallel, ARetryIsOnceAndNeverOnAnEngineTheRequestWasOn) {
+  Rig rig(3);
+  rig.submit(1);  // -> 0
+  rig.engines[0]->finish(0, "engine failed: lost");
+  ASSERT_EQ(rig.held(), (std::vector<size_t>{1, 1, 0}));
+  rig.engines[1]->finish(0, "engine failed: lost too");
+  ASSERT_EQ(rig.finals.size(), 1u) << "one retry, not two";
+  EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
+  EXPECT_NE(rig.finals[0].error.find("cpu#1"), std::string::npos) << rig.finals[0].error;
+  EXPECT_TRUE(rig.events.size() == 1 && !rig.events[0].restart) << "nothing was delivered: no restart event";
+  EXPECT_EQ(rig.held(), (std::vector<size_t>{1, 1, 0}));
+}
+
+TEST(DataParallel, WithNoEngineLeftTheFailureStandsAndSaysWhy) {
+  Rig rig(2);
+  rig.submit(1);  // -> 0
+  rig.engines[1]->refuse_as_failed = true;
+  rig.engines[0]->finish(0, "engine failed: CUDA error");
+  ASSERT_EQ(rig.finals.size(), 1u);
+  EXPECT_EQ(rig.finals[0].error_kind, ErrorKind::EngineFailed);
+  EXPECT_NE(rig.finals[0].error.find("not retried"), std::string::npos) << rig.finals[0].error;
+  EXPECT_TRUE(rig.service->stats().failed);
+}
+
+TEST(DataParallel, ACancelledRequestIsNotRetried) {
+  Rig rig(2);
+  const int64_t id = rig.submit(1);  // -> 0
+  rig.service->cancel(id);
+  rig.engines[0]->finish(0, "engine failed: lost");
+  EXPECT_EQ(rig.held(), (std::vector<size_t>{1, 0}));
+  ASSERT_EQ(rig.finals.size(), 1u);
+}
+
+// Answers every request at once on its own thread; from request `fail_from` on it behaves like a failed device:
+// requests end with an engine-failure error and later submits are refused.
 class FlakyEngine final : public InferenceService {
  public:
-  explicit FlakyEngine(int fail_from, Gate* wait_for = nullptr, Gate* failed = nullptr)
-      : fail_from_(fail_from), wait_for_(wait_for), failed_(failed) {}
+  explicit FlakyEngine(int fail_from) : fail_from_(fail_from) {}
   ~FlakyEngine() override { drain(); }
   int64_t submit(Request request, RequestCallback callback) override {
     std::lock_guard lock(mutex_);
     const int n = submitted_++;
     if (fail_from_ >= 0 && n > fail_from_) throw EngineFailedError("engine failed: device lost");
     const bool fail = fail_from_ >= 0 && n >= fail_from_;
-    threads_.emplace_back([this, request, callback, fail] {
-      if (wait_for_ != nullptr) wait_for_->wait();
+    threads_.emplace_back([request, callback, fail] {
       RequestEvent ev;
       ev.text_delta = request.prompt + "!";
       callback(ev);
@@ -235,7 +276,6 @@ class FlakyEngine final : public InferenceService {
       if (fail) final.error = "engine failed: device lost";
       if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
-      if (fail && failed_ != nullptr) failed_->release();
     });
     return n;
   }
@@ -251,23 +291,20 @@ class FlakyEngine final : public InferenceService {
 
  private:
   int fail_from_;
-  Gate* wait_for_;
-  Gate* failed_;
   int submitted_ = 0;
   std::mutex mutex_;
   std::vector<std::thread> threads_;
 };
 
 TEST(DataParallel, AReplicaFailingMidBatchLosesNoRequest) {
-  // cpu#0 answers nothing until cpu#1 has failed, so requests are in flight on cpu#0 when cpu#1 fails and cpu#1
-  // surely gets one: the first or the second (cpu#0 then holds more queued work). (cpu#1 failing from its 4th
-  // request, as this test had it, depended on how fast the threads answered: under ThreadSanitizer cpu#0 could
-  // take all but 3, and cpu#1 never failed.)
-  Gate cpu1_failed;
+  // Routing is made deterministic (every engine ties, so engine 0 gets everything until it fails): the failure
+  // happens mid-batch however fast the threads answer, also under ThreadSanitizer.
   std::vector<std::unique_ptr<InferenceService>> engines;
-  engines.push_back(std::make_unique<FlakyEngine>(-1, &cpu1_failed));
-  engines.push_back(std::make_unique<FlakyEngine>(0, nullptr, &cpu1_failed));
-  DataParallelService service(std::move(engines), {"cpu#0", "cpu#1"});
+  engines.push_back(std::make_unique<FlakyEngine>(3));  // its first three requests finish, then it fails
+  engines.push_back(std::make_unique<FlakyEngine>(-1));
+  DataParallelService::Options routing;
+  routing.work = [](const Request&) { return int64_t(0); };  // all ties: everything goes to engine 0 until it fails
+  DataParallelService service(std::move(engines), {"cpu#0", "cpu#1"}, routing);
   const size_t jobs = 40;
   std::vector<std::string> texts(jobs);
   std::vector<std::string> errors(jobs);
@@ -285,14 +322,13 @@ TEST(DataParallel, AReplicaFailingMidBatchLosesNoRequest) {
       ++calls;
     }
   };
-  cb.engine_failure_retries = 1;
-  pump_requests(service, jobs, 8, cb);
+  pump_requests(service, jobs, 8, cb);  // no retry of its own: the dispatcher's
   EXPECT_EQ(calls, int(jobs));  // each job reported once
   for (size_t i = 0; i < jobs; ++i) {
     EXPECT_EQ(errors[i], "") << "job " << i;
     EXPECT_EQ(texts[i], "q" + std::to_string(i) + "!") << "job " << i;
   }
-  EXPECT_TRUE(service.stats().engines[1].failed);
+  EXPECT_TRUE(service.stats().engines[0].failed);
 }
 
 TEST(DataParallel, ParsesGpuLists) {

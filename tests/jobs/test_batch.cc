@@ -83,6 +83,39 @@ TEST_F(BatchFiles, ReadsTasksResolvingPathsAndFlaggingProblems) {
   EXPECT_EQ(split_list(" a, b,,c "), (std::vector<std::string>{"a", "b", "c"}));
 }
 
+// A tasks line takes the sampling and Fovea fields by the rules an OpenAI body does (requests/request_fields.h),
+// per-token log-probs as Python's Request.logprobs, and data: URL images as given.
+TEST(TaskLine, SamplingTilingLogprobsAndDataUrls) {
+  TaskDefaults defaults;
+  defaults.answers = {"yes"};
+  BatchTask task;
+  std::string why;
+  ASSERT_TRUE(parse_task_line(R"({"id":1,"image":"data:image/png;base64,AAAA","prompt":"q","temperature":0.7,
+    "top_p":0.9,"top_k":40,"seed":42,"stop":"END","logprobs":2,"tiling":"compact","max_tiles":3,
+    "choices":["a","b"]})", defaults, "/base", &task, &why)) << why;
+  EXPECT_TRUE(task.problem.empty()) << task.problem;
+  EXPECT_EQ(task.image_path, "data:image/png;base64,AAAA");  // not taken for a path beside the tasks file
+  EXPECT_FLOAT_EQ(task.sampling.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(task.sampling.top_p, 0.9f);
+  EXPECT_EQ(task.sampling.top_k, 40);
+  EXPECT_EQ(task.sampling.seed, std::optional<uint64_t>(42));
+  EXPECT_EQ(task.sampling.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(task.logprobs, 2);
+  EXPECT_EQ(task.tiling, std::optional<TilingPolicy>(TilingPolicy::Compact));
+  EXPECT_EQ(task.max_tiles, 3);
+  EXPECT_EQ(task.answers, (std::vector<std::string>{"yes"}));  // the default, as before
+  EXPECT_EQ(task.choices, (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(parse_task_line(R"({"id":2,"prompt":"q"})", defaults, "/base", &task, &why));
+  EXPECT_EQ(task.logprobs, -1);
+  EXPECT_FALSE(task.tiling.has_value());
+  EXPECT_FALSE(task.sampling.seed.has_value());
+  for (const std::string field : {R"("temperature":3)", R"("top_k":-2)", R"("tiling":"tall")", R"("logprobs":-1)",
+                                  R"("max_tiles":0)", R"("seed":"x")", R"("answers":[1])"}) {
+    ASSERT_TRUE(parse_task_line(R"({"id":3,"prompt":"q",)" + field + "}", defaults, "/base", &task, &why));
+    EXPECT_FALSE(task.problem.empty()) << field;  // fails that task alone
+  }
+}
+
 TEST_F(BatchFiles, RecoverTruncatesATornTailAndCollectsIds) {
   const fs::path out = dir_ / "out.jsonl";
   std::ofstream(out) << R"({"id":"a","text":"x","tokens":[],"ms":1})" << "\n"

@@ -80,9 +80,13 @@ TEST_F(MediaFiles, OutsideAndMissingReadTheSame) {
 TEST_F(MediaFiles, OnlyRegularFilesAreRead) {
   const fs::path fifo = root_ / "allowed" / "pipe.png";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_THROW(load_image_url(fifo.string(), options_), MediaError);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  // Refused for what it is, not after the read deadline (whose message says "timed out").
+  try {
+    load_image_url(fifo.string(), options_);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const MediaError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(load_image_url((root_ / "allowed" / "sub").string(), options_), MediaError);
   fs::create_symlink("/dev/zero", root_ / "allowed" / "zero.png");  // resolves outside: refused before opening
   EXPECT_THROW(load_image_url((root_ / "allowed" / "zero.png").string(), options_), MediaError);

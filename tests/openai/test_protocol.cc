@@ -107,6 +107,52 @@ TEST(OpenAiParse, GuidedChoiceOrChoicesBecomeTheEnginesChoices) {
   }
 }
 
+// Fovea's own fields, as `fovea serve` and OpenAI batch files take them (requests/request_fields.h): answers,
+// per-request tiling and max_tiles over the door's defaults.
+TEST(OpenAiParse, FoveaFieldsAnswersTilingAndMaxTiles) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"answers":["yes","no"],"tiling":"compact",
+    "max_tiles":4})", &r, &e)) << e.message;
+  EXPECT_EQ(r.request.params.answers, (std::vector<std::string>{"yes", "no"}));
+  EXPECT_EQ(r.request.tiling, TilingPolicy::Compact);
+  EXPECT_EQ(r.request.max_tiles, 4);
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}]})", &r, &e));
+  EXPECT_EQ(r.request.tiling, TilingPolicy::Official);  // the door's defaults
+  EXPECT_EQ(r.request.max_tiles, 2);
+  for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("tiling":"square")", "tiling"}, {R"("tiling":3)", "tiling"}, {R"("max_tiles":0)", "max_tiles"},
+           {R"("max_tiles":1.5)", "max_tiles"}, {R"("answers":"yes")", "answers"}, {R"("answers":["yes",""])", "answers"}}) {
+    EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":"hi"}],)" + field + "}", &r, &e)) << field;
+    EXPECT_EQ(e.param, param) << field;
+    EXPECT_EQ(e.status, 400);
+  }
+}
+
+// A seed is any 64-bit integer: OpenAI's signed ones and vLLM's unsigned ones up to 2^64 - 1, never clamped.
+TEST(OpenAiParse, SeedsSignedOrUnsigned) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":18446744073709551615})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(UINT64_MAX));
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":-1})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(UINT64_MAX));
+  ASSERT_TRUE(parse(R"({"messages":[{"role":"user","content":"hi"}],"seed":42})", &r, &e));
+  EXPECT_EQ(r.request.params.seed, std::optional<uint64_t>(42));
+  EXPECT_FALSE(parse(R"({"messages":[{"role":"user","content":"hi"}],"top_k":18446744073709551615})", &r, &e));
+  EXPECT_EQ(e.param, "top_k");
+}
+
+// A missing local file, a refused source: invalid_image, as every door says it.
+TEST(OpenAiParse, AnImageThatCannotBeHadIsInvalidImage) {
+  ChatRequest r;
+  ApiError e;
+  ASSERT_FALSE(parse(R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"refused"}}]}]})",
+                     &r, &e));
+  EXPECT_EQ(e.code, "invalid_image");
+  EXPECT_EQ(e.status, 400);
+}
+
 TEST(OpenAiParse, BadRequestsNameTheParameter) {
   struct Case {
     const char* body;

@@ -6,8 +6,10 @@ compared with the Python Engine's for the same case, on everything that door rep
 log-probs, answer and choice log-probs, token counts, error kinds. The CPU demo model is batch-invariant, so
 every number must be equal, not close.
 
-A case a door cannot carry yet is an xfail(strict=True) naming the issue-24 item; when the door learns it, the
-test passes unexpectedly and fails, so the mark is removed with the fix."""
+A case a door cannot carry is an xfail(strict=True) in KNOWN_GAPS naming why; when the door learns it, the
+test passes unexpectedly and fails, so the mark goes with the fix. Every door carries every case today: the
+tasks and OpenAI fields are read by one set of rules (src/requests/request_fields.h), and an image that cannot
+be had is "invalid_image" in every door (src/requests/request_images.h)."""
 import base64
 import functools
 import http.client
@@ -43,11 +45,12 @@ CASES = {
     "answers": dict(image=("photo", "path"), answers=["yes", "no"]),
     "choices": dict(image=("photo", "path"), choices=CHOICES),
     "compact_tiling": dict(image=("wide", "path"), max_tokens=3, tiling="compact"),
+    "max_tiles": dict(image=("wide", "path"), max_tokens=3, max_tiles=2),
     "corrupt_image": dict(image=("corrupt", "path")),
     "missing_image": dict(image=("missing", "path")),
 }
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "seed")
-FIELDS = SAMPLING_KEYS + ("system", "answers", "choices", "tiling", "logprobs")
+FIELDS = SAMPLING_KEYS + ("system", "answers", "choices", "tiling", "max_tiles", "logprobs")
 # The demo model's text barely depends on its input, so every request also carries probes whose numbers do: the
 # log-probs of two answers and of the chosen tokens (a door that takes them reports them for every case).
 PROBE = dict(answers=["yes", "no"], logprobs=1)
@@ -62,31 +65,19 @@ def fields_of(case):
 
 # What each door reports (the others it does not have at all).
 REPORTS = {
-    "tasks": {"text", "tokens", "answer_logprobs", "choice_logprobs", "error_kind"},
-    "openai_batch": {"text", "token_logprobs", "choice_logprobs", "error_kind", "finish_reason", "prompt_tokens",
-                     "completion_tokens"},
-    "serve": {"text", "token_logprobs", "choice_logprobs", "error_kind", "finish_reason", "prompt_tokens",
-              "completion_tokens"},
-    "ray": {"text", "answer_logprobs", "choice_logprobs", "error_kind", "finish_reason", "prompt_tokens",
-            "completion_tokens"},
+    "tasks": {"text", "tokens", "token_logprobs", "answer_logprobs", "choice_logprobs", "error_kind"},
+    "openai_batch": {"text", "token_logprobs", "answer_logprobs", "choice_logprobs", "error_kind", "finish_reason",
+                     "prompt_tokens", "completion_tokens"},
+    "serve": {"text", "token_logprobs", "answer_logprobs", "choice_logprobs", "error_kind", "finish_reason",
+              "prompt_tokens", "completion_tokens"},
+    "ray": {"text", "token_logprobs", "answer_logprobs", "choice_logprobs", "error_kind", "finish_reason",
+            "prompt_tokens", "completion_tokens"},
 }
 # What a case asks for, which a door must then deliver.
 ASKS = {"logprobs": "token_logprobs", "answers": "answer_logprobs", "choices": "choice_logprobs"}
 
-ISSUE = "issue 24, one request model every door: "
-KNOWN_GAPS = {
-    ("tasks", "bytes"): "a tasks file takes no data: URL images",
-    ("tasks", "sampling_seed"): "a tasks file has no sampling fields",
-    ("tasks", "logprobs"): "a tasks file has no per-token log-probs",
-    ("tasks", "compact_tiling"): "tiling is per run (--policy), not per task",
-    ("openai_batch", "answers"): "OpenAI bodies take no answers",
-    ("openai_batch", "compact_tiling"): "tiling is per run (--policy), not per request",
-    ("openai_batch", "missing_image"): "a missing file is invalid_image here, invalid_request in Python",
-    ("serve", "answers"): "OpenAI bodies take no answers",
-    ("serve", "compact_tiling"): "tiling is per server (--policy), not per request",
-    ("serve", "missing_image"): "a missing file is invalid_image here, invalid_request in Python",
-    ("ray", "logprobs"): "the Predictor has no per-token log-prob column",
-}
+# (door, case) -> why that door cannot carry that case. Empty: every door carries every case.
+KNOWN_GAPS = {}
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +126,7 @@ def chat_body(media, case):
         body.update(logprobs=True, top_logprobs=fields["logprobs"])
     if "choices" in fields:
         body["guided_choice"] = fields["choices"]
-    for key in ("answers", "tiling"):  # Fovea's fields, as a user of this door would try them
+    for key in ("answers", "tiling", "max_tiles"):  # Fovea's fields, which OpenAI bodies take too
         if key in fields:
             body[key] = fields[key]
     return body
@@ -156,6 +147,8 @@ def from_chat_completion(status, body, case):
                                  for e in choice["logprobs"]["content"]]
     if "choice_logprobs" in choice:
         out["choice_logprobs"] = choice["choice_logprobs"]
+    if "answer_logprobs" in choice:
+        out["answer_logprobs"] = choice["answer_logprobs"]
     return out
 
 
@@ -201,6 +194,8 @@ def run_tasks(model, media, tmp_path):
         choices = CASES[r["id"]].get("choices", ())
         out[r["id"]] = {"text": r["text"], "tokens": r["tokens"], "error_kind": None,
                         "answer_logprobs": r.get("logprobs"),
+                        "token_logprobs": [(e["logprob"], [t["logprob"] for t in e["top"]]) for e in r["token_logprobs"]]
+                        if "token_logprobs" in r else None,
                         "choice_logprobs": [r["choice_logprobs"][c] for c in choices] if "choice_logprobs" in r
                         else None}
     return out
@@ -256,7 +251,8 @@ def run_ray(model, media, tmp_path):
         # A column holds one type (Arrow makes a str among bytes into bytes): images as text, bytes as data: URLs.
         row = {"case": name, "image": image_ref(media, case), "prompt": PROMPT,
                "system": case.get("system"), "choices": json.dumps(case["choices"]) if "choices" in case else None,
-               "sampling": json.dumps(sampling) if sampling else None, "tiling": case.get("tiling"), "messages": None,
+               "sampling": json.dumps(sampling) if sampling else None, "tiling": case.get("tiling"),
+               "max_tiles": case.get("max_tiles"), "messages": None,
                "answers": json.dumps(fields["answers"]) if "answers" in fields else None}
         if case.get("form") == "messages":
             content = [{"type": "image_url", "image_url": {"url": row.pop("image")}}, {"type": "text", "text": PROMPT}]
@@ -282,6 +278,8 @@ def run_ray(model, media, tmp_path):
         out[name] = {"text": row["answer"], "error_kind": None, "finish_reason": row["finish_reason"],
                      "prompt_tokens": int(row["prompt_tokens"]), "completion_tokens": int(row["completion_tokens"]),
                      "answer_logprobs": json.loads(row["answer_logprobs"]) if row["answer_logprobs"] else None,
+                     "token_logprobs": [(e["logprob"], [t["logprob"] for t in e["top"]])
+                                        for e in json.loads(row["token_logprobs"])] if row["token_logprobs"] else None,
                      "choice_logprobs": [json.loads(row["choice_logprobs"])[c] for c in choices]
                      if row["choice_logprobs"] else None}
     return out
@@ -310,12 +308,13 @@ def outputs(demo_model, media, tmp_path_factory):
 def test_the_reference_door_answers_every_case(outputs):
     python = outputs("python")
     assert [n for n, o in python.items() if o["error_kind"]] == ["corrupt_image", "missing_image"]
-    assert python["corrupt_image"]["error_kind"] == "invalid_image"
+    # A missing file is invalid_image like a corrupt one, in every door (src/requests/request_images.h says why).
+    assert python["corrupt_image"]["error_kind"] == python["missing_image"]["error_kind"] == "invalid_image"
     assert python["path"]["tokens"] == python["url"]["tokens"] == python["bytes"]["tokens"]
     assert python["messages_system"]["prompt_tokens"] != python["path"]["prompt_tokens"]  # its own system text
     assert python["choices"]["text"] in CHOICES and len(python["choices"]["choice_logprobs"]) == 3
     # The probes see the input: another image or system text moves them.
-    for other in ("messages_system", "compact_tiling"):
+    for other in ("messages_system", "compact_tiling", "max_tiles"):
         assert python[other]["answer_logprobs"] != python["path"]["answer_logprobs"], other
         assert python[other]["token_logprobs"] != python["path"]["token_logprobs"], other
 
@@ -333,7 +332,7 @@ def door_params():
     for door in RUNNERS:
         for case in CASES:
             gap = KNOWN_GAPS.get((door, case))
-            marks = [pytest.mark.xfail(strict=True, reason=ISSUE + gap)] if gap else []
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
             params.append(pytest.param(door, case, marks=marks, id=f"{door}-{case}"))
     return params
 

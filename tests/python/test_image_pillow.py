@@ -167,7 +167,7 @@ def test_bad_input_gives_one_line_error(tmp_path):
     bad = tmp_path / "bad.jpg"
     bad.write_bytes(open(os.path.join(IMAGES, "hopper.jpg"), "rb").read()[:300])
     for path, needle in [(str(bad), "JPEG"), (os.path.join(IMAGES, "decompression_bomb.gif"), "limit"),
-                         (str(tmp_path / "missing.png"), "cannot open")]:
+                         (str(tmp_path / "missing.png"), "not found")]:
         proc, out = run_preprocess(tmp_path, path)
         assert proc.returncode != 0
         lines = proc.stderr.strip().splitlines()

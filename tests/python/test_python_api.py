@@ -137,9 +137,10 @@ def test_corrupt_and_missing_images_fail_only_their_request(llm, images, tmp_pat
     assert "corrupt.png" in results[1].error
     assert "missing.png" in results[3].error
     assert "image #1 (bytes)" in results[4].error and "shape" in results[5].error
-    # Decoded by the engine: invalid_image; refused in Python before it (no file, a bad array): invalid_request.
-    assert [r.error_kind for r in results] == [None, "invalid_image", None, "invalid_request", "invalid_image",
-                                               "invalid_request", None]
+    # An image that cannot be read (no file), converted (a bad array) or decoded (by the engine) is invalid_image,
+    # as in every door (tests/python/test_doors.py).
+    assert [r.error_kind for r in results] == [None, "invalid_image", None, "invalid_image", "invalid_image",
+                                               "invalid_image", None]
     alone = llm.generate([requests[0], requests[2], requests[6]])
     assert [r.tokens for r in alone] == [results[0].tokens, results[2].tokens, results[6].tokens]
     with pytest.raises(ValueError):
@@ -160,7 +161,8 @@ def test_fifo_directory_and_device_paths_fail_their_request_at_once(llm, images,
     assert "is a directory" in results[1].error
     assert "not a regular file (a character device)" in results[2].error
     assert "NUL" in results[3].error
-    assert all(r.error_kind == "invalid_request" for r in results[:4])
+    # An image file that cannot be read is invalid_image, in every door (src/requests/request_images.h).
+    assert all(r.error_kind == "invalid_image" for r in results[:4])
 
 
 def test_image_forms_give_the_same_answer(llm, images):

@@ -97,4 +97,4 @@ def test_fetch_options_as_engine_arguments(demo_model, tmp_path, https_server, s
     # Without the CA file the self-signed server is refused: the argument, not the environment, made it work.
     with fovea.Engine(demo_model, backend="cpu", max_tiles=1, kv_blocks=512, fetch_retries=0) as plain:
         refused, = plain.generate([chat(urls[0])])
-    assert refused.error is not None and refused.error_kind == "invalid_request"
+    assert refused.error is not None and refused.error_kind == "invalid_image"  # a download that failed

@@ -61,3 +61,25 @@ def test_without_retries_the_failure_reaches_the_results(demo_model, monkeypatch
         results = llm.generate(requests())
     failed = [r for r in results if r.error is not None]
     assert failed and all(r.error_kind == "engine_failed" for r in failed)
+
+
+def test_a_ray_predictor_on_a_failing_replica_loses_no_row(demo_model, reference):
+    """The Ray actor's engine is a fovea.Engine: the same dispatcher retry (predict() is __call__'s blocking form)."""
+    import json
+
+    np = pytest.importorskip("numpy")
+    import fovea.ray
+    images = [np.asarray(r.image.convert("RGB")) for r in requests()]
+    predictor = fovea.ray.Predictor(str(demo_model), prompt="What is it?", max_tokens=4, answers=["yes", "no"],
+                                    sampling={"ignore_eos": True}, replicas=2, concurrency=8,
+                                    _inject_engine_failure=(1, 2), **OPTIONS)
+    try:
+        out = predictor.predict({"image": images})
+        stats = predictor.engine.stats()
+    finally:
+        predictor.engine.close()
+    assert [e["failed"] for e in stats["engines"]] == [False, True], "the fault was injected"
+    assert list(out["error"]) == [None] * len(images)
+    for i, want in enumerate(reference):
+        assert out["answer"][i] == want.text
+        assert json.loads(out["answer_logprobs"][i]) == want.answer_logprobs

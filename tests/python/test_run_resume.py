@@ -69,8 +69,8 @@ def test_kill_and_resume_gives_every_id_once(demo_model, tmp_path):
     assert len(ids) == len(set(map(str, ids))), "duplicated ids"
     by_id = {str(r["id"]): r for r in records}
     assert "error" in by_id["corrupt"] and "error" in by_id["missing"]
-    # Decoded by the engine: invalid_image; a file that cannot be read is refused before it: invalid_request.
-    assert by_id["corrupt"]["error_kind"] == "invalid_image" and by_id["missing"]["error_kind"] == "invalid_request"
+    # An image that cannot be decoded (by the engine) or read (before it) is invalid_image, in every door.
+    assert by_id["corrupt"]["error_kind"] == "invalid_image" and by_id["missing"]["error_kind"] == "invalid_image"
     ok = by_id["task-5"]
     assert "error" not in ok and 1 <= len(ok["tokens"]) <= 2 and isinstance(ok["text"], str) and ok["ms"] >= 0
     assert set(by_id["7"]["logprobs"]) == {"yes", "no"}

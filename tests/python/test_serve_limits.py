@@ -67,6 +67,8 @@ def test_prompt_over_the_context_is_400(served):
 
 
 def wait_metric(port, name, predicate, timeout):
+    """Polls /metrics until `predicate` holds (True) or `timeout` seconds pass (False): a bound on waiting for
+    an event, never the verdict itself."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate(metrics(port).get(name, -1)):
@@ -76,12 +78,15 @@ def wait_metric(port, name, predicate, timeout):
 
 
 def test_client_that_leaves_a_long_prefill_stops_it_within_a_step(served):
+    """Decided by work, not time: the abandoned request's prompt is prefilled in CPU steps of 1024 tokens, and a
+    request stopped within a step computes at least one step's worth fewer tokens than its whole prompt."""
     _, port = served
     prompt = {"messages": [{"role": "user", "content": words(1500)}], "max_tokens": 1}
-    t0 = time.time()
-    status, _ = post(port, prompt)
-    full = time.time() - t0
+    status, body = post(port, prompt)
     assert status == 200
+    whole_prompt = body["usage"]["prompt_tokens"]
+    assert whole_prompt > 3 * 1024, "the prompt must take several steps"
+    prefilled_before = metrics(port)["fovea_prefill_tokens_total"]
     body = json.dumps(dict(prompt, messages=[{"role": "user", "content": "x " + words(1500)}])).encode()
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -89,12 +94,12 @@ def test_client_that_leaves_a_long_prefill_stops_it_within_a_step(served):
     assert wait_metric(port, "fovea_running_requests", lambda v: v == 1, 30), "the request never showed as running"
     assert metrics(port)["fovea_kv_blocks_used"] > 0
     sock.close()
-    t_close = time.time()
     assert wait_metric(port, "fovea_kv_blocks_used", lambda v: v == 0, 60)
-    freed = time.time() - t_close
-    # The prompt takes several CPU steps of 1024 tokens: cancelled, it stops after the step in progress.
-    assert freed < full / 2, f"blocks freed {freed:.2f} s after the client left; the whole request took {full:.2f} s"
     assert metrics(port)["fovea_requests_cancelled_total"] >= 1
+    prefilled = metrics(port)["fovea_prefill_tokens_total"] - prefilled_before
+    # Its prompt differs from the first one's after the chat template's opening, so all but a few dozen tokens
+    # would be computed had it run to the end.
+    assert prefilled < whole_prompt - 512, f"{prefilled:.0f} of its ~{whole_prompt} prompt tokens were computed"
 
 
 def test_over_long_prompts_leave_no_memory_behind(served):
@@ -102,9 +107,17 @@ def test_over_long_prompts_leave_no_memory_behind(served):
     body = {"messages": [{"role": "user", "content": "word " * 4_000_000}], "max_tokens": 1}  # 20 MB
     after = []
     for _ in range(3):
-        status, _ = post(port, body)
-        assert status == 400
-        time.sleep(0.5)  # the answer may leave before the handler and the engine free their copies
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
+                     headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 400
+        # The answer may leave before the handler frees its copies. A connection's requests are handled one after
+        # another, so the answer to a second one on it means the first one's handler has returned.
+        conn.request("GET", "/health")
+        conn.getresponse().read()
+        conn.close()
         after.append(rss_kib(proc.pid))
     # Retained in per-thread malloc arenas, each such request used to add 40-70 MB for good.
     assert after[-1] - after[0] < 20 * 1024, f"RSS after each 20 MB prompt (KiB): {after}"
@@ -112,10 +125,10 @@ def test_over_long_prompts_leave_no_memory_behind(served):
 
 def test_fifo_in_media_dir_neither_blocks_nor_holds_shutdown(served):
     proc, port = served
-    t0 = time.time()
+    # A handler blocked on the FIFO would answer nothing (the client's timeout) or "timed out" after the 10 s
+    # read deadline: the refusal itself shows it never waited for a writer.
     status, body = post(port, {"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": "pipe.png"}}, {"type": "text", "text": "hi"}]}]}, timeout=20)
     assert status == 400, body
     assert "not a regular file" in body["error"]["message"]
-    assert time.time() - t0 < 10
     assert stop(proc, timeout=20) == 0
