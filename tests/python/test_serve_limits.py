@@ -106,7 +106,7 @@ def test_over_long_prompts_leave_no_memory_behind(served):
     proc, port = served
     body = {"messages": [{"role": "user", "content": "word " * 4_000_000}], "max_tokens": 1}  # 20 MB
     after = []
-    for _ in range(3):
+    for _ in range(4):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
                      headers={"Content-Type": "application/json"})
@@ -119,8 +119,10 @@ def test_over_long_prompts_leave_no_memory_behind(served):
         conn.getresponse().read()
         conn.close()
         after.append(rss_kib(proc.pid))
-    # Retained in per-thread malloc arenas, each such request used to add 40-70 MB for good.
-    assert after[-1] - after[0] < 20 * 1024, f"RSS after each 20 MB prompt (KiB): {after}"
+    # Retained in per-thread malloc arenas, each such request used to add 40-70 MB for good: three more requests
+    # after the first would add at least 120 MB. A worker that has not yet handed one 20 MB body back to the system
+    # when RSS is read accounts for ~22 MB (seen once in CI), so the bound is two bodies, not one.
+    assert after[-1] - after[0] < 40 * 1024, f"RSS after each 20 MB prompt (KiB): {after}"
 
 
 def test_fifo_in_media_dir_neither_blocks_nor_holds_shutdown(served):
