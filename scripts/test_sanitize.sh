@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # CI's sanitizer step (scripts/test.sh calls it), clang CPU builds of only the targets needed, one folder each:
-#  1. ASan + UBSan (build-sanitize/): the engine, server, batch-job, model, tokenizer, fetch / S3 / credential,
-#     image and quantize tests;
+#  1. ASan + UBSan (build-sanitize/): the engine, server, batch-job (the Python stream's core, JobStream,
+#     included), model, tokenizer, fetch / S3 / credential, image and quantize tests;
 #  2. ThreadSanitizer (build-tsan/): the tests whose threads meet: the engine's (fake runner; and the CPU model
 #     with its thread pool through an engine failure and its retries), the data-parallel dispatcher's, the
-#     request pump and prefetcher of the batch jobs (the Python Batch drives the same pump and prefetcher), the
-#     HTTP server's, the fetch limiter's and the credential refresh; two at a time;
+#     request pump and prefetcher of the batch jobs, the JobStream behind the Python generate()/stream() (pump
+#     thread, prefetcher, result queue, cancel, restarts: test_job_stream; Python itself is not instrumented, so
+#     python/batch.cc keeps only the GIL and the conversion), the HTTP server's, the fetch limiter's and the
+#     credential refresh; two at a time;
 #  3. every libFuzzer target for FOVEA_FUZZ_SECONDS (default 15) on its committed seeds, two at a time.
 # Exits non-zero on any test failure, sanitizer report or fuzzer crash (the crashing input is kept in
 # build-sanitize/fuzz-artifacts/). FOVEA_TSAN_TESTS=0 leaves step 2 out.
@@ -13,11 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${FOVEA_SANITIZE_DIR:-build-sanitize}
 seconds=${FOVEA_FUZZ_SECONDS:-15}
-tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_openai test_media test_jobs
+tests=(test_engine_hash test_engine_parts test_scheduler test_engine test_engine_demo test_server test_openai test_media test_jobs test_job_stream
        test_model_load test_safetensors test_tokenizer test_byte_level_bpe
        test_fetch test_image test_w4_quantize test_quantized_config test_row_sampler)
 tsan_dir=${FOVEA_TSAN_DIR:-build-tsan}
-tsan_tests=(test_engine test_engine_failure_demo test_data_parallel test_jobs test_server test_fetch)
+tsan_tests=(test_engine test_engine_failure_demo test_data_parallel test_jobs test_job_stream test_server test_fetch)
 mapfile -t fuzzers < <(ls tests/fuzz/corpus)
 start=$(date +%s)
 FOVEA_SANITIZER=address ./scripts/build_sanitize.sh "${tests[@]}" "${fuzzers[@]}"

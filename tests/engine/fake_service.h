@@ -109,4 +109,19 @@ class FakeService final : public InferenceService {
   std::vector<std::thread> threads_;
 };
 
+// What a request sees when its device is lost mid-answer: one token ("lost"), then the engine-failure error
+// that the data-parallel dispatcher retries elsewhere.
+inline void fail_as_lost_device(const RequestCallback& callback) {
+  RequestEvent token;
+  token.text_delta = "lost";
+  token.token_delta = {99};
+  callback(token);
+  RequestEvent final_event;
+  final_event.finished = true;
+  final_event.finish_reason = "error";
+  final_event.error = "engine failed: device lost";
+  final_event.error_kind = ErrorKind::EngineFailed;
+  callback(final_event);
+}
+
 }  // namespace fovea::testing

@@ -518,18 +518,7 @@ class FailingEngine final : public InferenceService {
       failed_ = true;
       held.swap(held_);
     }
-    for (const RequestCallback& callback : held) {
-      RequestEvent token;
-      token.text_delta = "lost";
-      token.token_delta = {99};
-      callback(token);
-      RequestEvent final_event;
-      final_event.finished = true;
-      final_event.finish_reason = "error";
-      final_event.error = "engine failed: device lost";
-      final_event.error_kind = ErrorKind::EngineFailed;
-      callback(final_event);
-    }
+    for (const RequestCallback& callback : held) testing::fail_as_lost_device(callback);
   }
 
  private:
