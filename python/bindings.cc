@@ -17,6 +17,7 @@
 #include "engine/service.h"
 #include "engine/stats_fields.h"
 #include "engine/stats_json.h"
+#include "jobs/chat_messages.h"
 #include "model/model_desc.h"
 #include "media/media.h"
 #include "openai/protocol.h"
@@ -38,8 +39,6 @@ TilingPolicy parse_tiling(const std::string& name) {
 // `fovea serve`. The caller runs this process: local paths are read at once; http(s):// and s3:// images are
 // left to the Batch, which downloads them ahead of the engine like Request(image=URL).
 void apply_messages(const std::string& messages_json, int64_t max_image_bytes, Job* job) {
-  openai::ChatRequest chat;
-  openai::ApiError error;
   MediaOptions media;
   media.allowed_media_dir = "/";
   media.max_bytes = max_image_bytes;
@@ -51,20 +50,13 @@ void apply_messages(const std::string& messages_json, int64_t max_image_bytes, J
     const bool relative = !url.empty() && url[0] != '/' && url.find(':') == std::string::npos;
     return load_image_url(relative ? std::filesystem::absolute(url).string() : url, media);
   };
-  if (!openai::parse_chat_request("{\"messages\": " + messages_json + "}", openai::ParseOptions{}, loader, &chat,
-                                  &error)) {
+  openai::ApiError error;
+  if (!read_chat_messages(messages_json, loader, &job->request, &error)) {
     job->error = error.message;
     if (error.code == error_kind_name(ErrorKind::InvalidImage)) job->error_kind = ErrorKind::InvalidImage;
     return;
   }
-  job->request.system = chat.request.system;
-  job->request.prompt = chat.request.prompt;
-  for (size_t i = 0; i < chat.request.images.size(); ++i) {
-    ImageInput& image = chat.request.images[i];
-    if (!urls[i].empty()) image.label = redact_url(urls[i]);
-    job->request.images.push_back(std::move(image));
-    job->urls.push_back(urls[i]);
-  }
+  job->urls.insert(job->urls.end(), urls.begin(), urls.end());
 }
 
 Job make_job(const std::vector<nb::bytes>& images, const std::vector<std::string>& labels, const std::string& prompt,

@@ -25,6 +25,8 @@ const char* kUsage =
     "         -> OpenAI batch output records, keyed by custom_id (images as the tasks' are, URLs prefetched);\n"
     "         \"prompts\": [...] instead of \"prompt\": one record per question, id \"<id>#<k>\" and\n"
     "         \"question_index\" k (a line whose id was used before is dropped, naming both lines; exit 1)\n"
+    "         \"messages\": [...] instead of \"image\" + \"prompt\": OpenAI chat messages (system and user; images\n"
+    "         as image_url parts, paths and URLs as \"image\" takes them; the line's \"system\" goes first)\n"
     "  --input-format auto|tasks|openai (auto: each line by its fields, an OpenAI batch line has custom_id,\n"
     "         method, url and body; a bad line fails alone)\n"
     "         \"choices\": [...]: answer with the most likely choice (\"choice_logprobs\")\n"

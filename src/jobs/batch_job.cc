@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/local_file.h"
+#include "jobs/chat_messages.h"
 #include "jobs/job_loop.h"
 #include "jobs/logits_dump.h"
 #include "requests/request_images.h"
@@ -20,7 +21,9 @@ class TaskItem final : public JobItem {
   const std::string& key() const override { return task_.key; }
   std::string group() const override { return task_.image_path; }
   std::string prefetch_url() const override {
-    return task_.problem.empty() && is_fetch_url(task_.image_path) ? task_.image_path : "";
+    if (!task_.problem.empty()) return "";
+    if (!task_.messages.empty()) return first_remote_image(nlohmann::json::parse(task_.messages));
+    return is_fetch_url(task_.image_path) ? task_.image_path : "";
   }
 
   bool make_request(const JobContext& context, Request* request, std::string* error) override {
@@ -28,13 +31,17 @@ class TaskItem final : public JobItem {
       *error = task_.problem;
       return false;
     }
-    if (!task_.image_path.empty()) {
-      ImageInput image;
-      if (!load_image(context, &image, error)) return false;
-      request->images.push_back(std::move(image));
+    if (!task_.messages.empty()) {
+      if (!read_messages(context, request, error)) return false;
+    } else {
+      if (!task_.image_path.empty()) {
+        ImageInput image;
+        if (!load_image(context, &image, error)) return false;
+        request->images.push_back(std::move(image));
+      }
+      request->prompt = task_.prompt;
+      request->system = task_.system;
     }
-    request->prompt = task_.prompt;
-    request->system = task_.system;
     request->params = task_.sampling;
     request->params.max_tokens = task_.max_tokens;
     request->params.answers = task_.answers;
@@ -99,6 +106,18 @@ class TaskItem final : public JobItem {
     if (!fetched.error.empty()) throw RequestError(ErrorKind::InvalidImage, fetched.error);
     image->bytes = std::move(fetched.bytes);
     return true;
+  }
+
+  // "messages": the OpenAI parser's system, prompt and images; relative image paths as "image" resolves them.
+  bool read_messages(const JobContext& context, Request* request, std::string* error) const {
+    const auto beside_tasks = [this](const std::string& path) { return resolve_task_image(path, task_.base_dir); };
+    openai::ApiError refused;
+    if (read_chat_messages(task_.messages, job_image_loader(context, prefetch_url(), beside_tasks), request, &refused))
+      return true;
+    if (refused.code == error_kind_name(ErrorKind::InvalidImage))
+      throw RequestError(ErrorKind::InvalidImage, refused.message);
+    *error = refused.message;
+    return false;
   }
 
   const BatchTask& task_;

@@ -11,9 +11,7 @@
 namespace fovea {
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string resolve_image(const std::string& image, const std::string& base_dir) {
+std::string resolve_task_image(const std::string& image, const std::string& base_dir) {
   if (image.empty() || image[0] == '/' || base_dir.empty() || is_fetch_url(image) || image.rfind("data:", 0) == 0)
     return image;  // URLs as given
   const fs::path beside_tasks = fs::path(base_dir) / image;
@@ -21,6 +19,8 @@ std::string resolve_image(const std::string& image, const std::string& base_dir)
   if (fs::exists(beside_tasks, ec) || !fs::exists(image, ec)) return beside_tasks.string();
   return image;
 }
+
+namespace {
 
 // Reads an array of non-empty strings; false when `value` is not one.
 bool string_list(const nlohmann::json& value, std::vector<std::string>* out) {
@@ -34,6 +34,28 @@ bool string_list(const nlohmann::json& value, std::vector<std::string>* out) {
     out->push_back(item.get<std::string>());
   }
   return true;
+}
+
+// "messages" instead of an image and a prompt: kept as JSON text for the OpenAI parser, which reads it when the
+// task runs (its images are loaded then); "system" becomes the first message.
+void read_messages(const nlohmann::json& j, const std::string& base_dir, BatchTask* task) {
+  for (const char* other : {"image", "prompt", "prompts"})
+    if (j.contains(other) && !j[other].is_null()) {
+      task->problem = str("give \"messages\" or \"", other, "\", not both (images and the prompt go in the messages)");
+      return;
+    }
+  const nlohmann::json& messages = j["messages"];
+  if (!messages.is_array() || messages.empty()) {
+    task->problem = "\"messages\" must be a non-empty array of chat messages";
+    return;
+  }
+  nlohmann::json all = nlohmann::json::array();
+  if (!task->system.empty()) all.push_back({{"role", "system"}, {"content", task->system}});
+  all.insert(all.end(), messages.begin(), messages.end());
+  task->messages = all.dump();
+  task->base_dir = base_dir;
+  task->system.clear();
+  task->prompt.clear();  // --prompt is for lines without one
 }
 
 }  // namespace
@@ -106,7 +128,7 @@ bool parse_task_json(const nlohmann::json& j, const std::string& problem, const 
     if (!image->is_string() || image->get<std::string>().empty())
       task->problem = "\"image\" must be a non-empty path (or absent, for a text-only task)";
     else
-      task->image_path = resolve_image(image->get<std::string>(), base_dir);
+      task->image_path = resolve_task_image(image->get<std::string>(), base_dir);
   }
   if (j.contains("system") && !j["system"].is_null()) {
     if (j["system"].is_string()) task->system = j["system"].get<std::string>();
@@ -129,6 +151,7 @@ bool parse_task_json(const nlohmann::json& j, const std::string& problem, const 
       task->problem = "\"prompts\" must be a non-empty array of non-empty strings";
     else task->prompt = task->prompts.front();
   }
+  if (j.contains("messages") && !j["messages"].is_null()) read_messages(j, base_dir, task);
   // The fields every JSON door reads by the same rules (requests/request_fields.h).
   Request fields;
   fields.params.answers = task->answers;
@@ -148,7 +171,7 @@ bool parse_task_json(const nlohmann::json& j, const std::string& problem, const 
   if (!read_int_field(j, "logprobs", 0, 20, &n, &present, &refused)) task->problem = refused.message;
   if (present) task->logprobs = int(n);
   if (!problem.empty()) task->problem = problem;
-  if (task->prompt.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
+  if (task->prompt.empty() && task->messages.empty() && task->problem.empty()) task->problem = "task has no prompt (and no --prompt given)";
   return true;
 }
 

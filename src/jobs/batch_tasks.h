@@ -6,6 +6,10 @@
 // image: one task per question, with id "<id>#<k>" (k from 0, the id's text for a number) and question_index k,
 // which the job runs together so the image's prefix is shared. Ids are unique: a line whose id (its own or a
 // generated one) was used before is dropped, naming both lines (jobs/job_input.h).
+// A line with "messages" (OpenAI chat messages: system and user messages, text and image_url parts; the image
+// URLs as "image" takes them, relative paths beside the tasks file) instead of "image" + "prompt"/"prompts" is
+// read by the OpenAI parser (jobs/chat_messages.h); its "system", if any, goes first as a system message (as
+// Python's Request(messages=..., system=...)). A line with "messages" and "image", "prompt" or "prompts" fails.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -28,6 +32,8 @@ struct BatchTask {
   std::string image_path;   // resolved, or an http(s):// / s3:// / data: URL as given; empty: a text-only task
   std::string prompt;
   std::string system;       // empty: the chat template's default system text
+  std::string messages;     // "messages" as JSON text ("system" prepended); non-empty: image/prompt/system unused
+  std::string base_dir;     // the tasks file's directory: relative image paths of "messages" resolve from here
   int max_tokens = 1;
   std::vector<std::string> answers;
   std::vector<std::string> choices;  // "choices": the answer is the most likely one (GenerationParams::choices)
@@ -60,6 +66,10 @@ bool parse_task_json(const nlohmann::json& j, const std::string& problem, const 
                      const std::string& base_dir, BatchTask* task, std::string* why);
 // One task per question of a "prompts" task (ids "<id>#<k>", question_index k); any other task as it is.
 void expand_prompts(BatchTask task, std::vector<BatchTask>* out);
+
+// A task's image as given: a relative path is taken beside the tasks file (`base_dir`), or from the current
+// directory when it is not there but here; absolute paths and URLs stay as they are.
+std::string resolve_task_image(const std::string& image, const std::string& base_dir);
 
 // "a,b , c" -> {"a", "b", "c"} (empty entries dropped).
 std::vector<std::string> split_list(const std::string& text);

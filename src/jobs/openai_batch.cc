@@ -4,9 +4,9 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "jobs/chat_messages.h"
 #include "jobs/job_input.h"
 #include "jobs/job_loop.h"
-#include "media/media.h"
 #include "openai/protocol.h"
 
 namespace fovea {
@@ -22,21 +22,6 @@ std::string dump_line(const nlohmann::ordered_json& j) {
 // Ids derived from the custom_id, so a resumed job writes the same ones.
 std::string derived_id(const std::string& prefix, const std::string& custom_id, uint32_t seed) {
   return prefix + murmur3_128(custom_id, seed).hex().substr(0, 24);
-}
-
-// The first http(s):// or s3:// image_url of the body's messages, in the order the parser loads them.
-std::string first_remote_image(const Json& body) {
-  if (!body.is_object() || !body.contains("messages") || !body["messages"].is_array()) return "";
-  for (const auto& message : body["messages"]) {
-    if (!message.is_object() || !message.contains("content") || !message["content"].is_array()) continue;
-    for (const auto& part : message["content"]) {
-      if (!part.is_object() || !part.contains("image_url")) continue;
-      const Json& image = part["image_url"];
-      const Json url = image.is_object() ? image.value("url", Json()) : image;
-      if (url.is_string() && is_fetch_url(url.get<std::string>())) return url.get<std::string>();
-    }
-  }
-  return "";
 }
 
 openai::ApiError bad_line(const std::string& message, const std::string& param = "") {
@@ -102,31 +87,10 @@ class OpenAIBatchItem final : public JobItem {
   }
 
  private:
-  // Images as the tasks format reads them: the body's first URL image from the prefetcher, further ones (and a
-  // retry's) fetched with the job's fetch options; local paths (relative ones from the batch file's directory)
-  // through the one local-file reader, data: URLs decoded; the size limit applies to all.
+  // Images as the tasks format reads them (jobs/chat_messages.h); relative paths from the batch file's directory.
   openai::MediaLoader loader(const JobContext& context) const {
-    MediaOptions media;
-    media.allowed_media_dir = "/";  // the batch file is the user's own: local paths anywhere
-    media.max_bytes = context.options.max_image_bytes;
-    Prefetched* prefetched = context.prefetched;
-    const BatchJobOptions& options = context.options;
-    return [this, media, prefetched, &options](const std::string& url) mutable -> std::string {
-      if (is_fetch_url(url)) {
-        Prefetched fetched;
-        if (prefetched && url == line_.prefetch_url) {
-          fetched = std::move(*prefetched);
-          prefetched = nullptr;
-        } else {
-          fetched = fetch_image(url, options);
-        }
-        if (fetched.error.empty() && fetched.bytes.empty()) fetched.error = "empty image at " + redact_url(url);
-        if (!fetched.error.empty()) throw MediaError(fetched.error);
-        return std::move(fetched.bytes);
-      }
-      const bool plain_relative = !url.empty() && url[0] != '/' && url.find("://") == std::string::npos && url.rfind("data:", 0) != 0;
-      return load_image_url(plain_relative ? line_.base_dir + "/" + url : url, media);
-    };
+    return job_image_loader(context, line_.prefetch_url,
+                            [this](const std::string& path) { return line_.base_dir + "/" + path; });
   }
 
   nlohmann::ordered_json record(int status, const Json& body, const openai::ApiError* error) const {
@@ -178,7 +142,8 @@ bool parse_openai_batch_line(const Json& j, const std::string& problem, const st
     return true;
   }
   out->body = j["body"].dump();
-  out->prefetch_url = first_remote_image(j["body"]);
+  const Json& body = j["body"];
+  out->prefetch_url = body.is_object() && body.contains("messages") ? first_remote_image(body["messages"]) : "";
   return true;
 }
 

@@ -1,7 +1,8 @@
 """One request model, every door (issue 24): one table of cases (an image by path, URL or bytes; a prompt or chat
 messages; a system text; sampling with a seed; log-probs; answers; choices; compact tiling; a corrupt and a
-missing image) goes through each way into Fovea: `fovea run` with a tasks file, `fovea run` with an OpenAI batch
-file, `fovea serve` over HTTP, the Python Engine and fovea.ray.Predictor on Ray Data. Each door's output is
+missing image) goes through each way into Fovea: `fovea run` with a tasks file (chat messages as a task's
+"messages"), `fovea run` with an OpenAI batch file, `fovea serve` over HTTP, the Python Engine and
+fovea.ray.Predictor on Ray Data. Each door's output is
 compared with the Python Engine's for the same case, on everything that door reports: text, token ids, per-token
 log-probs, answer and choice log-probs, token counts, error kinds. The CPU demo model is batch-invariant, so
 every number must be equal, not close.
@@ -40,6 +41,7 @@ CASES = {
     "url": dict(image=("photo", "url"), max_tokens=4),
     "bytes": dict(image=("photo", "bytes"), max_tokens=4),
     "messages_system": dict(image=("photo", "path"), form="messages", system="Answer in one word.", max_tokens=4),
+    "messages_url": dict(image=("photo", "url"), form="messages", max_tokens=4),
     "sampling_seed": dict(image=("photo", "path"), max_tokens=6, temperature=0.8, top_p=0.9, top_k=40, seed=42),
     "logprobs": dict(image=("photo", "path"), max_tokens=3, logprobs=2),
     "answers": dict(image=("photo", "path"), answers=["yes", "no"]),
@@ -152,6 +154,12 @@ def from_chat_completion(status, body, case):
     return out
 
 
+def user_messages(image):
+    """The case's question as OpenAI chat messages (its system text travels as the door's own field)."""
+    content = [{"type": "image_url", "image_url": {"url": image}}, {"type": "text", "text": PROMPT}]
+    return [{"role": "user", "content": content}]
+
+
 def run_python(model, media):
     with fovea.Engine(model, **ENGINE) as llm:
         requests = []
@@ -159,8 +167,7 @@ def run_python(model, media):
             fields = fields_of(case)
             image = image_ref(media, case, how_for_bytes="raw")
             if case.get("form") == "messages":
-                content = [{"type": "image_url", "image_url": {"url": image}}, {"type": "text", "text": PROMPT}]
-                requests.append(fovea.Request(messages=[{"role": "user", "content": content}], **fields))
+                requests.append(fovea.Request(messages=user_messages(image), **fields))
             else:
                 requests.append(fovea.Request(image=image, prompt=PROMPT, **fields))
         results = llm.generate(requests)
@@ -181,7 +188,10 @@ def run_python(model, media):
 def run_tasks(model, media, tmp_path):
     lines = []
     for name, case in CASES.items():
-        task = {"id": name, "image": image_ref(media, case), "prompt": PROMPT}
+        if case.get("form") == "messages":  # "system" beside "messages" goes first, as in Python
+            task = {"id": name, "messages": user_messages(image_ref(media, case))}
+        else:
+            task = {"id": name, "image": image_ref(media, case), "prompt": PROMPT}
         task.update(fields_of(case))
         lines.append(json.dumps(task))
     (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
@@ -255,8 +265,7 @@ def run_ray(model, media, tmp_path):
                "max_tiles": case.get("max_tiles"), "messages": None,
                "answers": json.dumps(fields["answers"]) if "answers" in fields else None}
         if case.get("form") == "messages":
-            content = [{"type": "image_url", "image_url": {"url": row.pop("image")}}, {"type": "text", "text": PROMPT}]
-            row.update(image=None, prompt=None, messages=json.dumps([{"role": "user", "content": content}]))
+            row.update(image=None, prompt=None, messages=json.dumps(user_messages(row["image"])))
         rows.append(row)
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(fovea.__file__)))
     paths = [package_dir] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
