@@ -143,11 +143,11 @@ AwsCredentials assume_role_with_web_identity(const EnvLookup& env, const std::st
   return c;
 }
 
-// http://169.254.170.2 + RELATIVE_URI, or FULL_URI where the SDKs allow it (https, or http to the agent's
-// addresses or a loopback one).
-std::string container_url(const EnvLookup& env) {
+// http://<agent> + RELATIVE_URI (the agent: 169.254.170.2), or FULL_URI where the SDKs allow it (https, or http
+// to the agent's addresses or a loopback one). RELATIVE_URI first, as botocore and the Rust SDK look.
+std::string container_url(const EnvLookup& env, const std::string& agent) {
   const std::string relative = env_value(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
-  if (!relative.empty()) return "http://169.254.170.2" + (relative[0] == '/' ? relative : "/" + relative);
+  if (!relative.empty()) return "http://" + agent + (relative[0] == '/' ? relative : "/" + relative);
   const std::string full = env_value(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI");
   if (full.rfind("https://", 0) == 0) return full;
   if (full.rfind("http://", 0) == 0) {
@@ -163,9 +163,9 @@ std::string container_url(const EnvLookup& env) {
                    false);
 }
 
-AwsCredentials container_credentials(const EnvLookup& env) {
+AwsCredentials container_credentials(const EnvLookup& env, const std::string& agent) {
   HttpCall call;
-  call.url = container_url(env);
+  call.url = container_url(env, agent);
   call.timeout_ms = 2000;
   const std::string what = "S3 credentials from the container endpoint " + redact_url(call.url);
   const std::string token_file = env_value(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
@@ -299,6 +299,7 @@ struct Refreshing {
 struct AwsCredentialChain::State {
   EnvLookup env;
   Clock now;
+  std::string container_agent;
   std::mutex mutex;  // guards `cached`
   // One entry per source and the settings it was fetched with, so changed variables fetch anew.
   std::map<std::string, std::unique_ptr<Refreshing>> cached;
@@ -311,8 +312,10 @@ struct AwsCredentialChain::State {
   }
 };
 
-AwsCredentialChain::AwsCredentialChain(EnvLookup env, Clock now) : state_(std::make_unique<State>()) {
+AwsCredentialChain::AwsCredentialChain(EnvLookup env, Clock now, std::string container_agent)
+    : state_(std::make_unique<State>()) {
   state_->env = env_or_process(env);
+  state_->container_agent = std::move(container_agent);
   state_->now = now ? std::move(now) : Clock([] {
     return int64_t(std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -352,7 +355,7 @@ AwsCredentials AwsCredentialChain::get() {
     const std::string key = str("container\n", relative, "\n", full, "\n",
                                 env_value(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"), "\n",
                                 env_value(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").size());
-    return state_->entry(key).get(now, [&] { return container_credentials(env); });
+    return state_->entry(key).get(now, [&] { return container_credentials(env, state_->container_agent); });
   }
 
   if (env_flag(env, "AWS_EC2_METADATA_DISABLED")) {

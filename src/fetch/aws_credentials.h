@@ -5,9 +5,10 @@
 //                      again at each refresh: EKS rotates it) is exchanged through STS AssumeRoleWithWebIdentity
 //                      at AWS_ENDPOINT_URL_STS, else AWS_ENDPOINT_URL, else the region's STS endpoint
 //   3. profile         AWS_PROFILE's keys in the shared credentials file, then in the config file
-//   4. container       AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (on http://169.254.170.2) or ..._FULL_URI (https,
-//                      or http to a loopback or the ECS / EKS agent's address), with the Authorization header
-//                      from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE or AWS_CONTAINER_AUTHORIZATION_TOKEN
+//   4. container       AWS_CONTAINER_CREDENTIALS_RELATIVE_URI (on http://169.254.170.2), else ..._FULL_URI (https,
+//                      or http to a loopback or the ECS / EKS agent's address): RELATIVE_URI wins when both are
+//                      set, as in botocore's ContainerProvider and the Rust SDK; with the Authorization header
+//                      from AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, else AWS_CONTAINER_AUTHORIZATION_TOKEN
 //   5. instance        IMDSv2 at AWS_EC2_METADATA_SERVICE_ENDPOINT (default http://169.254.169.254): a session
 //      metadata        token (PUT), the role's name, its credentials; AWS_EC2_METADATA_DISABLED=true skips it,
 //                      AWS_METADATA_SERVICE_TIMEOUT (seconds, default 1) bounds each call
@@ -39,13 +40,17 @@ struct AwsCredentials {
 };
 
 inline constexpr int64_t kRefreshBeforeExpirySeconds = 300;
+inline constexpr const char* kEcsContainerAgent = "169.254.170.2";
 
 class AwsCredentialChain {
  public:
   using Clock = std::function<int64_t()>;  // unix seconds
 
-  // `env` defaults to ::getenv, `now` to the system clock (tests pass fakes of both).
-  explicit AwsCredentialChain(EnvLookup env = nullptr, Clock now = nullptr);
+  // `env` defaults to ::getenv, `now` to the system clock (tests pass fakes of both). `container_agent` is the
+  // host[:port] that RELATIVE_URI is a path on: ECS's fixed address, which no SDK lets a variable move, so only
+  // tests give another (their loopback fake).
+  explicit AwsCredentialChain(EnvLookup env = nullptr, Clock now = nullptr,
+                              std::string container_agent = kEcsContainerAgent);
   ~AwsCredentialChain();
   AwsCredentialChain(const AwsCredentialChain&) = delete;
   AwsCredentialChain& operator=(const AwsCredentialChain&) = delete;

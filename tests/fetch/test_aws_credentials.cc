@@ -1,6 +1,7 @@
 // The AWS credential chain against fake endpoints on loopback (our own http::Server): STS for web identity, the
-// container agent and IMDSv2, each with refresh before expiry on a fake clock; the order of the sources; errors
-// that name the source and hold no secret; one refresh for many threads.
+// container agent (FULL_URI, and RELATIVE_URI on the agent address the chain is given) and IMDSv2, each with
+// refresh before expiry on a fake clock; the order of the sources; errors that name the source and hold no
+// secret; one refresh for many threads.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -81,13 +82,14 @@ class CredentialEndpoints : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
+  // The container agent that RELATIVE_URI paths are on: this fake (ECS's is 169.254.170.2).
   std::unique_ptr<AwsCredentialChain> chain() {
     return std::make_unique<AwsCredentialChain>(
         [this](const char* name) -> const char* {
           const auto it = env_.find(name);
           return it == env_.end() ? nullptr : it->second.c_str();
         },
-        [this] { return now_.load(); });
+        [this] { return now_.load(); }, "127.0.0.1:" + std::to_string(server_->port()));
   }
   void write(const std::string& name, const std::string& text) { std::ofstream(dir_ / name) << text; }
   int hits(const std::string& what) {
@@ -123,9 +125,10 @@ class CredentialEndpoints : public ::testing::Test {
                      "+=</SessionToken><Expiration>", iso_time(expires),
                      "</Expiration></Credentials></AssumeRoleWithWebIdentityResult>"
                      "</AssumeRoleWithWebIdentityResponse>"));
-    } else if (r.path == "/container") {
+    } else if (r.path.rfind("/container", 0) == 0) {  // /container, /container/full, ...
       const int n = ++hits_["container"];
       seen_["authorization"] = r.header("authorization");
+      seen_["container path"] = r.path;
       lock.unlock();
       ex.respond(200, "application/json",
                  str(R"({"AccessKeyId": "ASIACONTAINER)", n, R"(", "SecretAccessKey": "container-secret", )",
@@ -289,6 +292,50 @@ TEST_F(CredentialEndpoints, ContainerCredentialsWithTheAuthorizationToken) {
   EXPECT_NE(m.find("must be https"), std::string::npos) << m;
   EXPECT_EQ(m.find("secret=1"), std::string::npos) << m;
   EXPECT_EQ(hits("container"), 3);
+}
+
+// RELATIVE_URI is a path on the agent's fixed address (here the fake's): same answer, token header and refresh
+// as FULL_URI; with both set RELATIVE_URI wins (botocore's ContainerProvider, the Rust SDK), even beside a
+// FULL_URI that would be refused.
+TEST_F(CredentialEndpoints, ContainerRelativeUriOnTheAgentsAddress) {
+  env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/container/v2/credentials/task-7";
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "Bearer relative";
+  const auto c = chain();
+  AwsCredentials got = c->get();
+  EXPECT_EQ(got.source, "container");
+  EXPECT_EQ(got.access_key, "ASIACONTAINER1");
+  EXPECT_EQ(got.session_token, "container-token");
+  EXPECT_EQ(got.expires_at, kStart + 3600);
+  EXPECT_EQ(seen("container path"), "/container/v2/credentials/task-7");
+  EXPECT_EQ(seen("authorization"), "Bearer relative");
+  now_ = kStart + 3600 - kRefreshBeforeExpirySeconds - 1;  // not yet within 5 minutes of expiry: kept
+  EXPECT_EQ(c->get().access_key, "ASIACONTAINER1");
+  now_ = kStart + 3600 - kRefreshBeforeExpirySeconds;
+  got = c->get();
+  EXPECT_EQ(got.access_key, "ASIACONTAINER2");
+  EXPECT_EQ(got.expires_at, now_ + 3600);
+  // Without its leading slash it is still a path on the agent; the token file wins over the variable.
+  env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "container/no-slash";
+  write("container-token", "from-file\n");
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = (dir_ / "container-token").string();
+  EXPECT_EQ(chain()->get().access_key, "ASIACONTAINER3");
+  EXPECT_EQ(seen("container path"), "/container/no-slash");
+  EXPECT_EQ(seen("authorization"), "from-file");
+  // Both set: RELATIVE_URI, whatever FULL_URI says.
+  env_.erase("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
+  env_.erase("AWS_CONTAINER_AUTHORIZATION_TOKEN");
+  env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/container/relative";
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = base_ + "/container/full";
+  EXPECT_EQ(chain()->get().access_key, "ASIACONTAINER4");
+  EXPECT_EQ(seen("container path"), "/container/relative");
+  EXPECT_EQ(seen("authorization"), "");
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = "http://example.com/refused";
+  EXPECT_EQ(chain()->get().access_key, "ASIACONTAINER5");
+  env_.erase("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = base_ + "/container/full";
+  EXPECT_EQ(chain()->get().access_key, "ASIACONTAINER6");
+  EXPECT_EQ(seen("container path"), "/container/full");
+  EXPECT_EQ(hits("container"), 6);
 }
 
 TEST_F(CredentialEndpoints, InstanceMetadataV2RefreshedBeforeExpiry) {
