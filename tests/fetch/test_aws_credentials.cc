@@ -2,7 +2,6 @@
 // container agent and IMDSv2, each with refresh before expiry on a fake clock; the order of the sources; errors
 // that name the source and hold no secret; one refresh for many threads.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <ctime>
@@ -17,6 +16,7 @@
 #include "fetch/fetch.h"
 #include "fetch/s3.h"
 #include "server/http_server.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -65,8 +65,6 @@ std::string fetch_error(Get get, bool* retryable = nullptr) {
 class CredentialEndpoints : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_awscreds_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
     http::ServerOptions options;
     options.port = 0;
     options.handler_threads = 4;
@@ -76,10 +74,7 @@ class CredentialEndpoints : public ::testing::Test {
     env_["HOME"] = dir_.string();  // no ~/.aws of the machine's user
     env_["AWS_EC2_METADATA_DISABLED"] = "true";  // a test that wants IMDS points it at the fake
   }
-  void TearDown() override {
-    server_->stop();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { server_->stop(); }
 
   std::unique_ptr<AwsCredentialChain> chain() {
     return std::make_unique<AwsCredentialChain>(
@@ -171,7 +166,7 @@ class CredentialEndpoints : public ::testing::Test {
     env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = base_ + "/";
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"awscreds"};
   std::unique_ptr<http::Server> server_;
   std::string base_;
   std::map<std::string, std::string> env_;
