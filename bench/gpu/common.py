@@ -1,5 +1,6 @@
 """Shared pieces of the GPU benchmark: the workload's constants, the reference InternVL tiling (a port of
-InternVL's dynamic_preprocess + build_transform), the prompt layout, the FLOP model of PERF.md, JSON helpers and the report scripts' command line.
+InternVL's dynamic_preprocess + build_transform), the prompt layout, the FLOP model of PERF.md, JSON helpers and
+the report scripts' command line.
 
 Every step of bench/gpu is a separate process (so one failing step leaves the others' numbers); they talk
 through JSON files in one work directory.
