@@ -19,6 +19,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "bench" / "gpu"))
+import peers_report  # noqa: E402  the side-by-side table of the peers, as the run's own report renders it
 # The latest end-to-end run of the instrument (bench/gpu/run_all.sh): its JSON carries date, commit and command.
 PERF_RUN = "bench/results/2026-12-02-h200-run8.json"
 # The latest trained-weights fidelity run (bench/fidelity/gpu_fidelity.sh); meta.json beside it says when and how.
@@ -77,6 +79,15 @@ def perf_block():
         requests = f"{row['requests']}/{row['of']}" if "of" in row else str(row["requests"])
         lines.append(f"| {name} | {fmt(row['qpm'])} | {ratio(row['x_transformers_e2e'])} | "
                      f"{ratio(row['qpm'] / floor)} | {fmt(row.get('gpu_mem_gb'))} | {requests} |")
+    # The peers (bench/gpu/peers.sh) in the same run: the report's own table, under a README-level heading.
+    peer_lines = peers_report.render_lines(run)
+    if peer_lines:
+        versions = ", ".join(f"{label} {run['peers'].get('versions', {}).get(engine, '?')}"
+                             for engine, label in peers_report.PEERS)
+        peer_lines = [line.replace("## Peers (issue 26): ", "**Beside the engines users would pick instead** "
+                                   f"({versions}; `bench/gpu/peers.sh` in the same run): ")
+                      for line in peer_lines]
+        lines += peer_lines
     return "\n".join(lines) + "\n"
 
 

@@ -1,9 +1,11 @@
 """Shared pieces of the GPU benchmark: the workload's constants, the reference InternVL tiling (a port of
-InternVL's dynamic_preprocess + build_transform), the prompt layout, the FLOP model of PERF.md, JSON helpers.
+InternVL's dynamic_preprocess + build_transform), the prompt layout, the FLOP model of PERF.md, JSON helpers and
+the report scripts' command line.
 
 Every step of bench/gpu is a separate process (so one failing step leaves the others' numbers); they talk
 through JSON files in one work directory.
 """
+import argparse
 import json
 import os
 import sys
@@ -99,6 +101,43 @@ def write_md_and_json(out_dir, stem, text, data):
         fh.write(text)
     write_json(os.path.join(out_dir, stem + ".json"), data)
     return text
+
+
+# ---- the report scripts' one command line (report.py, family_report.py) ----
+
+def report_arguments(doc, stem, name, work_help, results_dir_help, results_dir=None):
+    """The options every report script takes: --work (the step JSONs of a run, on the machine that ran it) or
+    --from-json (the STEM.json that came back), --out-dir, --results-dir, --name. A script adds its own."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--work", help=work_help)
+    p.add_argument("--from-json", help=f"a {stem}.json that came back from a run")
+    p.add_argument("--out-dir", help=f"writes {stem}.md and {stem}.json here")
+    p.add_argument("--results-dir", default=results_dir, help=results_dir_help)
+    p.add_argument("--name", default=name)
+    return p
+
+
+def report_input(args, collect):
+    """The report's data: collect(WORK) with --work, else the --from-json file (exactly one of them)."""
+    if bool(args.work) == bool(args.from_json):
+        die("give exactly one of --work and --from-json")
+    if args.work:
+        return collect(args.work)
+    data = read_json(args.from_json)
+    if data is None:
+        die(f"cannot read {args.from_json}")
+    return data
+
+
+def write_report(data, text, stem, out_dir, results_dir, name):
+    """OUT_DIR/STEM.md + .json, RESULTS_DIR/<run's date>-NAME.md + .json (each when given), then the table on
+    stdout."""
+    if out_dir:
+        write_md_and_json(out_dir, stem, text, data)
+    if results_dir:
+        date = ((data.get("env") or {}).get("date") or "undated")[:10]
+        write_md_and_json(results_dir, f"{date}-{name}", text, data)
+    print(text, end="")
 
 
 def tail(path, chars):

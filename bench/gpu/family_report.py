@@ -13,7 +13,6 @@ figure and the table says so.
   family_report.py --from-json FILES_AT/family.json --results-dir bench/results --name family-h200
       # here, after the device call: bench/results/<date>-family-h200.md and .json
 """
-import argparse
 import glob
 import os
 import sys
@@ -196,30 +195,17 @@ def write_outputs(data, out_dir, stem):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", help="family.py's work folder")
-    p.add_argument("--from-json", help="a family.json that came back from a run")
-    p.add_argument("--out-dir", help="writes family.md and family.json here")
-    p.add_argument("--results-dir", default="bench/results",
-                   help="where the baseline's last recorded run is; with --from-json also where <date>-<name>.md goes")
-    p.add_argument("--name", default="family-h200")
+    p = common.report_arguments(__doc__, "family", name="family-h200", work_help="family.py's work folder",
+                                results_dir="bench/results",
+                                results_dir_help="where the baseline's last recorded run is; with --from-json also "
+                                "where <date>-<name>.md goes")
     args = p.parse_args()
-    if bool(args.work) == bool(args.from_json):
-        common.die("give exactly one of --work and --from-json")
-    if args.work:
-        data = collect(args.work, args.results_dir)
-    else:
-        data = common.read_json(args.from_json)
-        if data is None:
-            common.die(f"cannot read {args.from_json}")
+    data = common.report_input(args, lambda work: collect(work, args.results_dir))
+    if args.from_json:
         data["derived"] = derive(data)
-    text = render(data)
-    if args.out_dir:
-        write_outputs(data, args.out_dir, "family")
-    if args.from_json and args.results_dir:
-        date = ((data.get("env") or {}).get("date") or "undated")[:10]
-        write_outputs(data, args.results_dir, f"{date}-{args.name}")
-    print(text, end="")
+    # --work: the results folder is only read (the baseline); the run's page is written from what came back
+    common.write_report(data, render(data), "family", args.out_dir, args.results_dir if args.from_json else None,
+                        args.name)
 
 
 if __name__ == "__main__":

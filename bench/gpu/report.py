@@ -7,7 +7,6 @@ per image, GPU memory), prints the table, and writes report.md + report.json.
       writes bench/results/<date>-<name>.md and .json from what came back
   --peers PEERS.json: the peers' results (bench/gpu/peers.sh's OUT/peers.json) in the side-by-side table
 """
-import argparse
 import os
 import sys
 
@@ -231,36 +230,19 @@ def decode_lines(bench):
             f"fewest tokens per request {decode.get('min_output_tokens')}) |"]
 
 
-def write_outputs(data, out_dir, stem):
-    return common.write_md_and_json(out_dir, stem, render(data), data)
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--work", help="work folder of a run (collects the step JSONs)")
-    p.add_argument("--from-json", help="a report.json that came back from a run")
-    p.add_argument("--out-dir", help="writes report.md and report.json here")
-    p.add_argument("--results-dir", help="also writes <date>-<name>.md/.json here")
-    p.add_argument("--name", default="h200")
+    p = common.report_arguments(__doc__, "report", name="h200",
+                                work_help="work folder of a run (collects the step JSONs)",
+                                results_dir_help="also writes <date>-<name>.md/.json here")
     p.add_argument("--peers", help="peers.json of bench/gpu/peers.sh (else WORK/peers.json when there)")
     args = p.parse_args()
-    if bool(args.work) == bool(args.from_json):
-        common.die("give exactly one of --work and --from-json")
-    data = collect(args.work) if args.work else common.read_json(args.from_json)
-    if data is None:
-        common.die(f"cannot read {args.from_json}")
+    data = common.report_input(args, collect)
     if args.peers:
         data["peers"] = common.read_json(args.peers)
         if data["peers"] is None:
             common.die(f"cannot read {args.peers}")
     data["derived"] = derive(data)
-    text = render(data)
-    if args.out_dir:
-        write_outputs(data, args.out_dir, "report")
-    if args.results_dir:
-        date = ((data.get("env") or {}).get("date") or "undated")[:10]
-        write_outputs(data, args.results_dir, f"{date}-{args.name}")
-    print(text, end="")
+    common.write_report(data, render(data), "report", args.out_dir, args.results_dir, args.name)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/local_file.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -16,11 +17,6 @@ namespace fs = std::filesystem;
 
 class LocalFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_local_file_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   // The reason and message of the refusal of `path`.
   static std::pair<LocalFileError::Reason, std::string> refusal(const std::string& path, LocalFileLimits limits = {}) {
     try {
@@ -32,7 +28,7 @@ class LocalFiles : public ::testing::Test {
     return {};
   }
   static bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-  fs::path dir_;
+  test::TempDir dir_{"local_file"};
 };
 
 TEST_F(LocalFiles, ReadsARegularFileAndOneBehindASymlink) {

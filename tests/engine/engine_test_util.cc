@@ -1,27 +1,12 @@
 #include "engine_test_util.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <chrono>
-#include <filesystem>
 
 #include "model/demo_model.h"
 
 namespace fovea::test {
 
-DemoModelDir::DemoModelDir() {
-  static std::atomic<int> counter{0};
-  path_ = (std::filesystem::temp_directory_path() /
-           ("fovea_engine_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
-              .string();
-  write_demo_model(path_);
-}
-
-DemoModelDir::~DemoModelDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
+DemoModelDir::DemoModelDir() { write_demo_model(path_); }
 
 std::string make_bmp(int width, int height, uint32_t seed) {
   const int row_bytes = (width * 3 + 3) / 4 * 4;

@@ -9,18 +9,19 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "support/temp_dir.h"
 
 namespace fovea::test {
 
-// A directory holding the demo model (config, weights, tokenizer), removed on destruction.
+// A temporary folder holding the demo model (config, weights, tokenizer), removed on destruction.
 class DemoModelDir {
  public:
   DemoModelDir();
-  ~DemoModelDir();
   const std::string& path() const { return path_; }
 
  private:
-  std::string path_;
+  TempDir dir_{"engine_test"};
+  std::string path_ = dir_.string();
 };
 
 // A 24-bit BMP of width x height whose pixels are a pattern chosen by `seed` (different seeds: different images).

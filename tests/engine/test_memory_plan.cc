@@ -9,6 +9,7 @@
 #include "engine/engine_plan.h"
 #include "model/demo_model.h"
 #include "runtime/internvl_runner.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -126,9 +127,7 @@ TEST(MemoryPlan, CountsCudaMallocPages) {
 // The plan equals what a real runner allocates (CPU backend: float32), for the golden checkpoints and a kept-packed
 // 4-bit one, dense and FP8.
 TEST(MemoryPlan, EqualsWhatTheRunnerAllocates) {
-  const std::filesystem::path w4_dir = std::filesystem::temp_directory_path() / "fovea_plan_awq";
-  const std::filesystem::path demo_dir = std::filesystem::temp_directory_path() / "fovea_plan_demo";
-  for (const auto& dir : {w4_dir, demo_dir}) std::filesystem::remove_all(dir);
+  const test::TempDir w4_dir("plan_awq"), demo_dir("plan_demo");
   write_demo_model(w4_dir.string(), 3, WeightQuantMethod::Awq);
   write_demo_model(demo_dir.string(), 3);
   const std::string golden = std::string(FOVEA_SOURCE_DIR) + "/tests/data/golden/";
@@ -164,7 +163,6 @@ TEST(MemoryPlan, EqualsWhatTheRunnerAllocates) {
     EXPECT_EQ(p.rounding, 0u);
     if (c.keep_w4) EXPECT_GT(m.w4_linears, 0);
   }
-  for (const auto& dir : {w4_dir, demo_dir}) std::filesystem::remove_all(dir);
 }
 
 TEST(EnginePlan, SizesTheKvPoolToTheRoomLeft) {

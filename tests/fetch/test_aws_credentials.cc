@@ -3,7 +3,6 @@
 // refresh before expiry on a fake clock; the order of the sources; errors that name the source and hold no
 // secret; one refresh for many threads.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <ctime>
@@ -18,6 +17,7 @@
 #include "fetch/fetch.h"
 #include "fetch/s3.h"
 #include "server/http_server.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -66,8 +66,6 @@ std::string fetch_error(Get get, bool* retryable = nullptr) {
 class CredentialEndpoints : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_awscreds_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
     http::ServerOptions options;
     options.port = 0;
     options.handler_threads = 4;
@@ -77,10 +75,7 @@ class CredentialEndpoints : public ::testing::Test {
     env_["HOME"] = dir_.string();  // no ~/.aws of the machine's user
     env_["AWS_EC2_METADATA_DISABLED"] = "true";  // a test that wants IMDS points it at the fake
   }
-  void TearDown() override {
-    server_->stop();
-    fs::remove_all(dir_);
-  }
+  void TearDown() override { server_->stop(); }
 
   // The container agent that RELATIVE_URI paths are on: this fake (ECS's is 169.254.170.2).
   std::unique_ptr<AwsCredentialChain> chain() {
@@ -174,7 +169,7 @@ class CredentialEndpoints : public ::testing::Test {
     env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = base_ + "/";
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"awscreds"};
   std::unique_ptr<http::Server> server_;
   std::string base_;
   std::map<std::string, std::string> env_;

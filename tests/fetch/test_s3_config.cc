@@ -9,6 +9,7 @@
 
 #include "fetch/fetch.h"
 #include "fetch/s3.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -39,26 +40,25 @@ TEST(S3Url, EncodesKeysAsS3sCanonicalUri) {
 class S3Files : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_s3cfg_" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / ".aws");
-    std::ofstream(dir_ / ".aws" / "credentials") << "[default]\naws_access_key_id = AKDEFAULT\n"
-                                                    "aws_secret_access_key = sdefault\n\n"
-                                                    "# a comment\n[work]\naws_access_key_id=AKWORK\n"
-                                                    "aws_secret_access_key=swork\naws_session_token=tok\n";
-    std::ofstream(dir_ / ".aws" / "config") << "[default]\nregion = eu-central-1\n"
-                                               "[profile work]\nregion=ap-south-1\n"
-                                               "endpoint_url = http://127.0.0.1:9000/\ns3 =\n  addressing_style = path\n";
+    dir_.write(".aws/credentials",
+               "[default]\naws_access_key_id = AKDEFAULT\n"
+               "aws_secret_access_key = sdefault\n\n"
+               "# a comment\n[work]\naws_access_key_id=AKWORK\n"
+               "aws_secret_access_key=swork\naws_session_token=tok\n");
+    dir_.write(".aws/config",
+               "[default]\nregion = eu-central-1\n"
+               "[profile work]\nregion=ap-south-1\n"
+               "endpoint_url = http://127.0.0.1:9000/\ns3 =\n  addressing_style = path\n");
     env_["HOME"] = dir_.string();
     env_["AWS_EC2_METADATA_DISABLED"] = "true";  // this machine's own metadata service is none of the test's business
   }
-  void TearDown() override { fs::remove_all(dir_); }
   S3Config resolve(const std::string& endpoint = "") {
     return resolve_s3_config(endpoint, [this](const char* name) -> const char* {
       const auto it = env_.find(name);
       return it == env_.end() ? nullptr : it->second.c_str();
     });
   }
-  fs::path dir_;
+  test::TempDir dir_{"s3cfg"};
   std::map<std::string, std::string> env_;
 };
 

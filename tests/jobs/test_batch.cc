@@ -12,6 +12,7 @@
 #include "jobs/batch_job.h"
 #include "core/rate_window.h"
 #include "jobs/progress.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -33,14 +34,11 @@ std::vector<nlohmann::json> read_records(const fs::path& p) {
 class BatchFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_batch_" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / "img");
-    for (int i = 0; i < 6; ++i) std::ofstream(dir_ / "img" / ("p" + std::to_string(i) + ".jpg")) << "JPEG" << i;
-    std::ofstream(dir_ / "img" / "broken.jpg") << "bad";
-    std::ofstream(dir_ / "img" / ".hidden") << "x";
+    for (int i = 0; i < 6; ++i) dir_.write("img/p" + std::to_string(i) + ".jpg", "JPEG" + std::to_string(i));
+    dir_.write("img/broken.jpg", "bad");
+    dir_.write("img/.hidden", "x");
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  test::TempDir dir_{"batch"};
 };
 
 TEST_F(BatchFiles, ReadsTasksResolvingPathsAndFlaggingProblems) {

@@ -2,7 +2,6 @@
 // runs an image's questions together however the input scatters them, and "choices" reach the engine and come
 // back as "choice_logprobs".
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +10,7 @@
 #include "../engine/fake_service.h"
 #include "jobs/batch_job.h"
 #include "jobs/job_input.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -19,16 +19,13 @@ namespace fs = std::filesystem;
 class QuestionFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_questions_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    for (int i = 0; i < 3; ++i) std::ofstream(dir_ / ("p" + std::to_string(i) + ".jpg")) << "JPEG" << i;
+    for (int i = 0; i < 3; ++i) {
+      const std::string k = std::to_string(i);
+      dir_.write("p" + k + ".jpg", "JPEG" + k);
+    }
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  TaskList read(const std::string& text) {
-    std::ofstream(dir_ / "tasks.jsonl") << text;
-    return read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
-  }
-  fs::path dir_;
+  TaskList read(const std::string& text) { return read_tasks_jsonl(dir_.write("tasks.jsonl", text), {}); }
+  test::TempDir dir_{"questions"};
 };
 
 TEST_F(QuestionFiles, PromptsBecomeOneTaskPerQuestion) {

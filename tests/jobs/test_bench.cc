@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,6 +7,7 @@
 #include "jobs/bench_perf.h"
 #include "jobs/bench_report.h"
 #include "jobs/bench_workload.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -77,10 +77,9 @@ TEST(BenchWorkload, JpegRoundTripsThroughTheDecoder) {
 }
 
 TEST(BenchWorkload, ListingPhotosFromADirectory) {
-  const fs::path dir = fs::temp_directory_path() / ("fovea_bench_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  std::ofstream(dir / "a.jpg", std::ios::binary) << encode_jpeg(gradient(300, 200), 90);
-  std::ofstream(dir / "b.txt") << "not an image";
+  const test::TempDir dir("bench");
+  dir.write("a.jpg", encode_jpeg(gradient(300, 200), 90));
+  dir.write("b.txt", "not an image");
   const auto workload = listing_photo_workload(dir.string(), 8, 1);
   ASSERT_EQ(workload.size(), 8u);
   for (const auto& w : workload) {
@@ -91,7 +90,6 @@ TEST(BenchWorkload, ListingPhotosFromADirectory) {
   }
   EXPECT_EQ(directory_workload(dir.string(), 5).size(), 5u);
   EXPECT_EQ(directory_workload(dir.string(), 0).size(), 2u);
-  fs::remove_all(dir);
 }
 
 TEST(BenchPerf, FlopModelMatchesPerfNotesFor8B) {

@@ -1,6 +1,5 @@
 // `fovea run` over OpenAI batch files against a fake engine: hostile lines fail their own record.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,6 +8,7 @@
 #include "../engine/fake_service.h"
 #include "jobs/job_input.h"
 #include "jobs/openai_batch.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -16,17 +16,12 @@ namespace fs = std::filesystem;
 
 class OpenAIBatchFiles : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_openai_batch_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   static std::string line(const std::string& custom_id, const std::string& body) {
     return R"({"custom_id":")" + custom_id + R"(","method":"POST","url":"/v1/chat/completions","body":)" + body + "}\n";
   }
   // Runs the batch file and returns its records by custom_id.
   std::map<std::string, nlohmann::json> run(const std::string& input, BatchJobSummary* summary = nullptr) {
-    std::ofstream(dir_ / "in.jsonl") << input;
+    dir_.write("in.jsonl", input);
     testing::FakeService service;
     BatchJobOptions options;
     options.progress = false;
@@ -41,7 +36,7 @@ class OpenAIBatchFiles : public ::testing::Test {
     }
     return out;
   }
-  fs::path dir_;
+  test::TempDir dir_{"openai_batch"};
 };
 
 const char* kHello = R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":2})";

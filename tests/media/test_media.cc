@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "media/media.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -31,15 +32,12 @@ TEST(Base64, RoundTripsEveryLengthAndRejectsGarbage) {
 class MediaFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("fovea_media_" + std::to_string(::getpid()));
-    fs::create_directories(root_ / "allowed" / "sub");
-    std::ofstream(root_ / "allowed" / "sub" / "a.png") << "PNGDATA";
-    std::ofstream(root_ / "secret.png") << "SECRET";
+    root_.write("allowed/sub/a.png", "PNGDATA");
+    root_.write("secret.png", "SECRET");
     fs::create_symlink(root_ / "secret.png", root_ / "allowed" / "escape.png");
     options_.allowed_media_dir = (root_ / "allowed").string();
   }
-  void TearDown() override { fs::remove_all(root_); }
-  fs::path root_;
+  test::TempDir root_{"media"};
   MediaOptions options_;
 };
 

@@ -7,18 +7,18 @@
 namespace fovea {
 namespace {
 
-using test::ScratchDir;
+using test::TempDir;
 
 // Copies the json files of golden model `src` (e.g. "internlm2/original"), replaces `from` by `to` in its
 // config.json (which must occur), and returns the error load_model_desc throws ("" when none).
 // The json files of golden model `src` in `dir`.
-void copy_json(const std::string& src, const ScratchDir& dir) {
+void copy_json(const std::string& src, const TempDir& dir) {
   for (const char* f : {"config.json", "tokenizer_config.json"})
     std::filesystem::copy_file(test::golden_dir() + "/" + src + "/" + f, dir.file(f));
 }
 
 std::string desc_error(const std::string& src, const std::string& from, const std::string& to) {
-  ScratchDir dir("config");
+  TempDir dir("config");
   copy_json(src, dir);
   test::edit_config(dir.path().string(), [&](std::string& text) {
     const size_t at = text.find(from);
@@ -49,7 +49,7 @@ TEST(ModelConfig, UnchangedGoldenConfigsAreAccepted) {
 // An -hf config that names its template (InternVL2 conversions, the benchmark's model) keeps it; others get
 // internvl2_5, the template of the InternVL2.5/3 conversions.
 TEST(ModelConfig, HfConfigTemplateKeyIsHonoured) {
-  ScratchDir dir("hf_template");
+  TempDir dir("hf_template");
   for (const char* f : {"config.json", "tokenizer_config.json"})
     std::filesystem::copy_file(test::golden_dir() + "/internlm2/hf/" + f, dir.file(f));
   EXPECT_EQ(load_model_desc(dir.path().string()).chat_template, ChatTemplateKind::InternVL2_5);
@@ -111,7 +111,7 @@ TEST(ModelConfig, RefusesTheFamilysUnsupportedLlmsByName) {
 
 TEST(ModelConfig, Qwen3HeadDimBiasAndRope) {
   // Qwen3Config's head_dim defaults to 128, not hidden / heads: the mapping then needs [(4 + 4) * 128, 64] rows.
-  ScratchDir dir("qwen3_head_dim");
+  TempDir dir("qwen3_head_dim");
   copy_json("qwen3/original", dir);
   test::edit_config(dir.path().string(), [](std::string& text) {
     const size_t at = text.find("\"head_dim\": 24,");
@@ -183,7 +183,7 @@ TEST(ModelConfig, SpecialTokensOutsideVocabAreRejected) {
 }
 
 TEST(ModelConfig, MissingDirectoryOrConfig) {
-  ScratchDir dir("noconfig");
+  TempDir dir("noconfig");
   try {
     load_model_desc(dir.path().string());
     FAIL() << "no error";

@@ -20,7 +20,7 @@ namespace fovea {
 namespace {
 
 using test::golden_dir;
-using test::ScratchDir;
+using test::TempDir;
 
 std::string error_of(const std::function<void()>& body) {
   try {
@@ -212,7 +212,7 @@ TEST(GoldenLoad, DescFieldsAndSpecialTokens) {
 }
 
 TEST(GoldenLoad, ShardedCheckpointLoadsTheSame) {
-  ScratchDir dir("shards");
+  TempDir dir("shards");
   const std::string src = golden_dir() + "/internlm2/original";
   test::copy_checkpoint(src, dir.path().string(), [](std::vector<NamedTensor>&) {});
   const SafetensorsFile all(dir.file("model.safetensors"));
@@ -226,7 +226,7 @@ TEST(GoldenLoad, ShardedCheckpointLoadsTheSame) {
   }
   write_safetensors(dir.file("model-00001-of-00002.safetensors"), first);
   write_safetensors(dir.file("model-00002-of-00002.safetensors"), second);
-  test::write_bytes(dir.file("model.safetensors.index.json"), "{\"weight_map\":{" + weight_map + "}}");
+  dir.write("model.safetensors.index.json", "{\"weight_map\":{" + weight_map + "}}");
   std::filesystem::remove(dir.file("model.safetensors"));
   expect_identical_weights(load_model(dir.path().string()).weights, load_model(src).weights);
 }
@@ -248,7 +248,7 @@ TEST(GoldenPixels, DecodeMatchesThePythonValues) {
 }
 
 TEST(BadCheckpoint, MissingTensorNamesFileAndTensor) {
-  ScratchDir dir("missing");
+  TempDir dir("missing");
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
     std::erase_if(tensors,
                   [](const NamedTensor& t) { return t.name == "language_model.model.layers.1.ffn_norm.weight"; });
@@ -283,7 +283,7 @@ TEST(BadCheckpoint, TensorsThatDisagreeWithTheFamilySettings) {
       {"qwen2/original", "Qwen2ForCausalLM", "Qwen3ForCausalLM", {"language_model.model.layers.0.self_attn"}},
   };
   for (const Case& c : cases) {
-    ScratchDir dir("family_mismatch");
+    TempDir dir("family_mismatch");
     test::copy_checkpoint(golden_dir() + "/" + c.src, dir.path().string(), [](auto&) {});
     test::edit_config(dir.path().string(), [&](std::string& text) {
       const size_t at = text.find(c.from);
@@ -320,7 +320,7 @@ TEST(BadCheckpoint, LayerCountsThatDisagreeWithTheConfig) {
       {"qwen2/hf", "vision_config", 3, {"vision_tower.encoder.layer.2."}},
   };
   for (const Case& c : cases) {
-    ScratchDir dir("layer_count");
+    TempDir dir("layer_count");
     test::copy_checkpoint(golden_dir() + "/" + c.src, dir.path().string(), [](auto&) {});
     test::edit_config(dir.path().string(), [&](std::string& text) {
       nlohmann::json config = nlohmann::json::parse(text);
@@ -336,7 +336,7 @@ TEST(BadCheckpoint, LayerCountsThatDisagreeWithTheConfig) {
 
 // A tensor of an absurd layer number (a corrupt or hostile header) is refused, not parsed into an overflow.
 TEST(BadCheckpoint, HugeLayerNumbersAreRefused) {
-  ScratchDir dir("huge_layer");
+  TempDir dir("huge_layer");
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
     tensors.push_back({"language_model.model.layers.99999999999999999999.ffn_norm.weight", test::f32_tensor({4}, 0)});
   });
@@ -346,7 +346,7 @@ TEST(BadCheckpoint, HugeLayerNumbersAreRefused) {
 }
 
 TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
-  ScratchDir dir("shape");
+  TempDir dir("shape");
   test::copy_checkpoint(golden_dir() + "/qwen2/original", dir.path().string(), [](auto& tensors) {
     for (auto& t : tensors)
       if (t.name == "vision_model.encoder.layers.0.mlp.fc1.weight") t.tensor = t.tensor.view({50, 96});
@@ -360,7 +360,7 @@ TEST(BadCheckpoint, WrongShapeNamesFileAndTensor) {
 // Issue 19: a checkpoint with NaN weights loaded and answered token 0 without an error. (The runner reads each
 // weight through this check: tests/runtime/test_streaming_load.cc.)
 TEST(BadCheckpoint, NonFiniteWeightsAreRefusedByName) {
-  ScratchDir dir("nan");
+  TempDir dir("nan");
   const std::string victim = "language_model.model.layers.1.feed_forward.w2.weight";
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [&](auto& tensors) {
     for (auto& t : tensors) {
@@ -397,7 +397,7 @@ TEST(WeightCheck, CountsNanAndInfinityInEveryFloatDtype) {
 
 // Issue 19: shard names with "../" in model.safetensors.index.json were followed outside the model directory.
 TEST(BadCheckpoint, ShardPathsOutsideTheModelDirectoryAreRefused) {
-  ScratchDir dir("escape");
+  TempDir dir("escape");
   const std::string src = golden_dir() + "/internlm2/original";
   const std::filesystem::path model = dir.path() / "model";
   std::filesystem::create_directories(model);
@@ -410,14 +410,14 @@ TEST(BadCheckpoint, ShardPathsOutsideTheModelDirectoryAreRefused) {
     std::string weight_map;
     for (const auto& name : all.names())
       weight_map += (weight_map.empty() ? "" : ",") + std::string("\"") + name + "\":\"" + shard + "\"";
-    test::write_bytes((model / "model.safetensors.index.json").string(), "{\"weight_map\":{" + weight_map + "}}");
+    dir.write("model/model.safetensors.index.json", "{\"weight_map\":{" + weight_map + "}}");
     const std::string message = error_of([&] { load_model(model.string()); });
     EXPECT_NE(message.find("not a file inside the model directory"), std::string::npos) << message;
   }
 }
 
 TEST(BadCheckpoint, UntiedModelWithoutLmHead) {
-  ScratchDir dir("nohead");
+  TempDir dir("nohead");
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto& tensors) {
     std::erase_if(tensors, [](const NamedTensor& t) { return t.name == "language_model.output.weight"; });
   });
@@ -427,7 +427,7 @@ TEST(BadCheckpoint, UntiedModelWithoutLmHead) {
 
 // A config naming fewer LLM layers than the checkpoint holds used to load and silently skip the rest.
 TEST(BadCheckpoint, FewerLayersInTheConfigThanInTheWeights) {
-  ScratchDir dir("fewer_layers");
+  TempDir dir("fewer_layers");
   test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
   bool edited = false;
   test::edit_config(dir.path().string(), [&](std::string& text) {
@@ -446,7 +446,7 @@ TEST(BadCheckpoint, FewerLayersInTheConfigThanInTheWeights) {
 // bos/eos ids that config.json states outside the vocabulary are refused, naming the key and the value.
 TEST(BadCheckpoint, BosOrEosOutsideTheVocabulary) {
   for (const char* edit : {"\"eos_token_id\": 2", "\"bos_token_id\": 1"}) {
-    ScratchDir dir("bad_special_ids");
+    TempDir dir("bad_special_ids");
     test::copy_checkpoint(golden_dir() + "/internlm2/original", dir.path().string(), [](auto&) {});
     const std::string key = std::string(edit).substr(0, std::string(edit).find(':'));
     test::edit_config(dir.path().string(), [&](std::string& text) {
@@ -473,7 +473,7 @@ TEST(WeightMap, RegroupsInternLM2Wqkv) {
 }
 
 TEST(DemoModel, WritesAndLoadsBack) {
-  ScratchDir dir("demo");
+  TempDir dir("demo");
   write_demo_model(dir.path().string(), 0);
   for (const char* f : {"config.json", "model.safetensors", "tokenizer.model", "tokenizer_config.json", "README.txt"})
     EXPECT_TRUE(std::filesystem::exists(dir.file(f))) << f;
@@ -519,7 +519,7 @@ TEST(DemoModel, WritesAndLoadsBack) {
 }
 
 TEST(DemoModel, DeterministicPerSeed) {
-  ScratchDir a("demo_a"), b("demo_b"), c("demo_c");
+  TempDir a("demo_a"), b("demo_b"), c("demo_c");
   write_demo_model(a.path().string(), 7);
   write_demo_model(b.path().string(), 7);
   write_demo_model(c.path().string(), 8);

@@ -12,11 +12,10 @@ namespace {
 
 using test::expect_error;
 using test::safetensors_bytes;
-using test::ScratchDir;
-using test::write_bytes;
+using test::TempDir;
 
 TEST(Safetensors, ReadsWhatTheWriterWrote) {
-  ScratchDir dir("roundtrip");
+  TempDir dir("roundtrip");
   Tensor a = test::f32_tensor({2, 3}, 1.0f);
   Tensor b = Tensor::host(DType::BF16, {4});
   for (int i = 0; i < 4; ++i) b.ptr<uint16_t>()[i] = f32_to_bf16(float(i) - 1.5f);
@@ -42,12 +41,12 @@ TEST(Safetensors, ReadsWhatTheWriterWrote) {
 }
 
 TEST(Safetensors, AllListedDtypesParse) {
-  ScratchDir dir("dtypes");
+  TempDir dir("dtypes");
   const std::string header =
       R"({"f8":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]},"u8":{"dtype":"U8","shape":[2],"data_offsets":[2,4]},)"
       R"("i32":{"dtype":"I32","shape":[1],"data_offsets":[4,8]},"f16":{"dtype":"F16","shape":[2],"data_offsets":[8,12]},)"
       R"("empty":{"dtype":"F32","shape":[0,3],"data_offsets":[12,12]}})";
-  write_bytes(dir.file("d.safetensors"), safetensors_bytes(header, std::string(12, '\1')));
+  dir.write("d.safetensors", safetensors_bytes(header, std::string(12, '\1')));
   const SafetensorsFile file(dir.file("d.safetensors"));
   EXPECT_EQ(file.tensor("f8").dtype, DType::F8E4M3);
   EXPECT_EQ(file.tensor("u8").dtype, DType::U8);
@@ -57,78 +56,77 @@ TEST(Safetensors, AllListedDtypesParse) {
 }
 
 TEST(SafetensorsBad, TruncatedBeforeHeaderLength) {
-  ScratchDir dir("trunc8");
-  write_bytes(dir.file("t.safetensors"), "abc");
+  TempDir dir("trunc8");
+  dir.write("t.safetensors", "abc");
   expect_error([&] { SafetensorsFile f(dir.file("t.safetensors")); }, {dir.file("t.safetensors"), "truncated"});
 }
 
 TEST(SafetensorsBad, HeaderLengthPastTheEnd) {
-  ScratchDir dir("hdrlen");
+  TempDir dir("hdrlen");
   std::string bytes = safetensors_bytes("{}", "");
   bytes[0] = char(200);  // claims 200 header bytes, has 2
-  write_bytes(dir.file("h.safetensors"), bytes);
+  dir.write("h.safetensors", bytes);
   expect_error([&] { SafetensorsFile f(dir.file("h.safetensors")); }, {dir.file("h.safetensors"), "header length"});
 }
 
 TEST(SafetensorsBad, BadJson) {
-  ScratchDir dir("json");
-  write_bytes(dir.file("j.safetensors"), safetensors_bytes(R"({"a": {"dtype": "F32", )", ""));
+  TempDir dir("json");
+  dir.write("j.safetensors", safetensors_bytes(R"({"a": {"dtype": "F32", )", ""));
   expect_error([&] { SafetensorsFile f(dir.file("j.safetensors")); }, {dir.file("j.safetensors"), "bad JSON"});
 }
 
 TEST(SafetensorsBad, UnknownDtype) {
-  ScratchDir dir("dtype");
-  write_bytes(dir.file("u.safetensors"),
-              safetensors_bytes(R"({"w.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", std::string(8, 0)));
+  TempDir dir("dtype");
+  dir.write("u.safetensors",
+            safetensors_bytes(R"({"w.weight":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", std::string(8, 0)));
   expect_error([&] { SafetensorsFile f(dir.file("u.safetensors")); },
                {dir.file("u.safetensors"), "w.weight", "unknown dtype", "F64"});
 }
 
 TEST(SafetensorsBad, OffsetsPastTheEnd) {
-  ScratchDir dir("past");
-  write_bytes(dir.file("p.safetensors"),
-              safetensors_bytes(R"({"big":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, 0)));
+  TempDir dir("past");
+  dir.write("p.safetensors",
+            safetensors_bytes(R"({"big":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, 0)));
   expect_error([&] { SafetensorsFile f(dir.file("p.safetensors")); },
                {dir.file("p.safetensors"), "big", "past the end"});
 }
 
 TEST(SafetensorsBad, TruncatedDataSection) {
-  ScratchDir dir("cut");
+  TempDir dir("cut");
   write_safetensors(dir.file("full.safetensors"), {{"x", test::f32_tensor({64}, 0.0f)}});
   std::string bytes = test::read_bytes(dir.file("full.safetensors"));
-  write_bytes(dir.file("cut.safetensors"), bytes.substr(0, bytes.size() - 10));
+  dir.write("cut.safetensors", bytes.substr(0, bytes.size() - 10));
   expect_error([&] { SafetensorsFile f(dir.file("cut.safetensors")); },
                {dir.file("cut.safetensors"), "x", "truncated"});
 }
 
 TEST(SafetensorsBad, OffsetsDisagreeWithShape) {
-  ScratchDir dir("size");
-  write_bytes(dir.file("s.safetensors"),
-              safetensors_bytes(R"({"m":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,8]}})", std::string(8, 0)));
+  TempDir dir("size");
+  dir.write("s.safetensors",
+            safetensors_bytes(R"({"m":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,8]}})", std::string(8, 0)));
   expect_error([&] { SafetensorsFile f(dir.file("s.safetensors")); }, {dir.file("s.safetensors"), "m", "needs 12"});
 }
 
 TEST(SafetensorsBad, OverlappingTensors) {
-  ScratchDir dir("overlap");
+  TempDir dir("overlap");
   const std::string header = R"({"first":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                              R"("second":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
-  write_bytes(dir.file("o.safetensors"), safetensors_bytes(header, std::string(12, 0)));
+  dir.write("o.safetensors", safetensors_bytes(header, std::string(12, 0)));
   expect_error([&] { SafetensorsFile f(dir.file("o.safetensors")); },
                {dir.file("o.safetensors"), "first", "second", "overlaps"});
 }
 
 TEST(SafetensorsBad, NegativeDimensionAndBadOffsets) {
-  ScratchDir dir("neg");
-  write_bytes(dir.file("n.safetensors"),
-              safetensors_bytes(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""));
+  TempDir dir("neg");
+  dir.write("n.safetensors", safetensors_bytes(R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""));
   expect_error([&] { SafetensorsFile f(dir.file("n.safetensors")); }, {dir.file("n.safetensors"), "t", "dimension"});
-  write_bytes(dir.file("r.safetensors"),
-              safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", std::string(8, 0)));
+  dir.write("r.safetensors",
+            safetensors_bytes(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", std::string(8, 0)));
   expect_error([&] { SafetensorsFile f(dir.file("r.safetensors")); }, {dir.file("r.safetensors"), "t"});
 }
 
 TEST(SafetensorsSet, MissingTensorAndWrongShapeNameFileAndTensor) {
-  ScratchDir dir("set");
+  TempDir dir("set");
   write_safetensors(dir.file("model.safetensors"), {{"a.weight", test::f32_tensor({2, 2}, 0.0f)}});
   const SafetensorsSet set(dir.path().string());
   expect_error([&] { set.get("b.weight"); }, {dir.file("model.safetensors"), "b.weight", "missing"});
@@ -137,11 +135,11 @@ TEST(SafetensorsSet, MissingTensorAndWrongShapeNameFileAndTensor) {
 }
 
 TEST(SafetensorsSet, ShardedThroughIndex) {
-  ScratchDir dir("sharded");
+  TempDir dir("sharded");
   write_safetensors(dir.file("model-00001-of-00002.safetensors"), {{"a", test::f32_tensor({3}, 10.0f)}});
   write_safetensors(dir.file("model-00002-of-00002.safetensors"), {{"b", test::f32_tensor({2}, 20.0f)}});
-  write_bytes(
-      dir.file("model.safetensors.index.json"),
+  dir.write(
+      "model.safetensors.index.json",
       R"({"metadata":{},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors"}})");
   const SafetensorsSet set(dir.path().string());
   EXPECT_EQ(set.get("a").ptr<float>()[2], 12.0f);
@@ -149,20 +147,20 @@ TEST(SafetensorsSet, ShardedThroughIndex) {
   EXPECT_NE(set.file_of("b").find("00002"), std::string::npos);
 
   // The index names a tensor its shard does not hold.
-  write_bytes(dir.file("model.safetensors.index.json"),
-              R"({"weight_map":{"a":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}})");
+  dir.write("model.safetensors.index.json",
+            R"({"weight_map":{"a":"model-00001-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}})");
   expect_error([&] { SafetensorsSet s(dir.path().string()); }, {"model.safetensors.index.json", "c", "00002"});
 }
 
 TEST(SafetensorsSet, TensorInTwoShardsIsAnError) {
-  ScratchDir dir("dup");
+  TempDir dir("dup");
   write_safetensors(dir.file("one.safetensors"), {{"a", test::f32_tensor({1}, 0.0f)}});
   write_safetensors(dir.file("two.safetensors"), {{"a", test::f32_tensor({1}, 0.0f)}});
   expect_error([&] { SafetensorsSet s(dir.path().string()); }, {"a", "one.safetensors", "two.safetensors"});
 }
 
 TEST(SafetensorsSet, EmptyDirectory) {
-  ScratchDir dir("empty");
+  TempDir dir("empty");
   expect_error([&] { SafetensorsSet s(dir.path().string()); }, {dir.path().string(), "safetensors"});
 }
 

@@ -11,6 +11,7 @@
 #include "model/special_tokens.h"
 #include "model/tokenizer_rules.h"
 #include "model/chat_template.h"
+#include "support/temp_dir.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace fovea;
@@ -49,19 +50,13 @@ const char* kQwen3Template =
 
 class CheckpointTokenizerRules : public testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) / ("tokenizer_rules_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A tokenizer_config.json with SmolLM2's special tokens (ids 0-2) and InternVL's three, plus `extra` keys.
   void write_config(const nlohmann::json& extra) {
     nlohmann::json config = extra;
     const std::vector<std::pair<int, std::string>> added = {
         {0, "<|endoftext|>"}, {1, "<|im_start|>"}, {2, "<|im_end|>"}, {60, "<img>"}, {61, "</img>"}, {62, "<IMG_CONTEXT>"}};
     for (const auto& [id, content] : added) config["added_tokens_decoder"][std::to_string(id)] = {{"content", content}};
-    std::ofstream(dir_ / "tokenizer_config.json") << config.dump();
+    dir_.write("tokenizer_config.json", config.dump());
   }
   ModelDesc resolve(CheckpointFormat format = CheckpointFormat::HfInternVL, bool template_named = false) {
     ModelDesc d;
@@ -74,7 +69,7 @@ class CheckpointTokenizerRules : public testing::Test {
     resolve_special_tokens(dir_.string(), &d);
     return d;
   }
-  fs::path dir_;
+  test::TempDir dir_{"tokenizer_rules"};
 };
 
 }  // namespace

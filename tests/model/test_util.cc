@@ -1,7 +1,5 @@
 #include "test_util.h"
 
-#include <unistd.h>
-
 #include <fstream>
 #include <sstream>
 
@@ -9,23 +7,7 @@
 
 namespace fovea::test {
 
-ScratchDir::ScratchDir(const std::string& name)
-    : path_(fs::temp_directory_path() / ("fovea_model_test_" + std::to_string(::getpid()) + "_" + name)) {
-  fs::remove_all(path_);
-  fs::create_directories(path_);
-}
-
-ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 std::string golden_dir() { return std::string(FOVEA_SOURCE_DIR) + "/tests/data/golden"; }
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -56,7 +38,7 @@ void copy_checkpoint(const std::string& src, const std::string& dst,
 void edit_config(const std::string& dir, const std::function<void(std::string&)>& edit) {
   std::string text = read_bytes(dir + "/config.json");
   edit(text);
-  write_bytes(dir + "/config.json", text);
+  std::ofstream(dir + "/config.json", std::ios::binary | std::ios::trunc) << text;
 }
 
 Tensor f32_tensor(Shape shape, float start) {

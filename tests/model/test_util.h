@@ -1,4 +1,5 @@
-// Helpers for the model tests: scratch directories, raw safetensors bytes, copies of the golden checkpoints.
+// Helpers for the model tests: raw safetensors bytes, copies of the golden checkpoints (their scratch folders are
+// support/temp_dir.h's TempDir).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,25 +10,13 @@
 
 #include "core/error.h"
 #include "core/safetensors_writer.h"
+#include "support/temp_dir.h"
 
 namespace fovea::test {
 
 namespace fs = std::filesystem;
 
-// A fresh empty directory under the system temp dir, removed by the destructor.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name);
-  ~ScratchDir();
-  const fs::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
 std::string golden_dir();  // tests/data/golden in the source tree
-void write_bytes(const std::string& path, const std::string& bytes);
 std::string read_bytes(const std::string& path);
 // 8-byte little-endian length + header + data, exactly as given (for building bad files).
 std::string safetensors_bytes(const std::string& header_json, const std::string& data);

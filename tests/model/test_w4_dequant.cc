@@ -21,7 +21,7 @@ namespace fovea {
 namespace {
 
 using test::expect_error;
-using test::ScratchDir;
+using test::TempDir;
 
 Tensor words(Shape shape, const std::vector<uint32_t>& values) {
   Tensor t = Tensor::host(DType::I32, std::move(shape));
@@ -231,7 +231,7 @@ TEST(W4Config, RefusesWhatItCannotLoad) {
 }
 
 TEST(W4Safetensors, PackedLinearReadsAsItsWeight) {
-  ScratchDir dir("w4set");
+  TempDir dir("w4set");
   const PackedW4Linear p{words({1, 1}, {0x76543210u}), words({1, 1}, {0u}), f16({1, 8}, std::vector<float>(8, 2)), {}};
   write_safetensors(dir.file("model.safetensors"), {{"lin.qweight", p.qweight},
                                                     {"lin.qzeros", p.qzeros},
@@ -267,7 +267,7 @@ TEST(Fp8Config, CompressedTensorsFloatWeights) {
 }
 
 TEST(Fp8Safetensors, E4M3WeightReadsTimesItsRowScale) {
-  ScratchDir dir("fp8set");
+  TempDir dir("fp8set");
   Tensor codes = Tensor::host(DType::F8E4M3, {2, 2});
   for (int i = 0; i < 4; ++i) codes.ptr<uint8_t>()[i] = f32_to_e4m3(i + 1.0f);
   Tensor scale = Tensor::host(DType::F32, {2, 1});
@@ -287,7 +287,7 @@ TEST(Fp8Safetensors, E4M3WeightReadsTimesItsRowScale) {
 // The quantized demo holds the dense demo's random weights, packed: each dequantized LLM weight is close to the
 // dense one (4-bit round-to-nearest error), and the vision tower is untouched.
 TEST(W4Demo, QuantizedDemoLoadsCloseToTheDenseDemo) {
-  ScratchDir dir("w4demo");
+  TempDir dir("w4demo");
   write_demo_model(dir.file("dense"), 3);
   const LoadedModel dense = load_model(dir.file("dense"));
   for (const auto method : {WeightQuantMethod::Awq, WeightQuantMethod::Gptq}) {

@@ -71,3 +71,26 @@ def test_blocks_state_date_commit_command_and_the_recorded_figures():
     fidelity_run = json.load(open(os.path.join(ROOT, readme_tables.FIDELITY_RUN), encoding="utf-8"))
     fidelity = block(text, "fidelity")
     assert f"{100 * fidelity_run['modes']['cuda']['top1_agree']:.2f}%" in fidelity
+
+
+def test_a_run_with_peers_puts_their_table_under_the_perf_table(tmp_path, monkeypatch):
+    """When the recorded run carries peers.json (bench/gpu/peers.sh in the same run), the perf block shows the
+    side-by-side table with the peers' versions; a run without them shows none."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+    import readme_tables
+    from test_peers_report import run_data
+    recorded = json.loads(open(os.path.join(ROOT, readme_tables.PERF_RUN), encoding="utf-8").read())
+    recorded.pop("peers", None)
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(readme_tables, "ROOT", tmp_path)
+    monkeypatch.setattr(readme_tables, "PERF_RUN", "plain.json")
+    assert "LMDeploy" not in readme_tables.perf_block()
+    recorded["peers"] = run_data()["peers"]
+    (tmp_path / "with_peers.json").write_text(json.dumps(recorded), encoding="utf-8")
+    monkeypatch.setattr(readme_tables, "PERF_RUN", "with_peers.json")
+    text = readme_tables.perf_block()
+    assert "(LMDeploy 0.18.0, vLLM 0.20.0; `bench/gpu/peers.sh` in the same run)" in text
+    assert "| 4 questions per photo: QPM per question |" in text
+    assert "| vllm/fp8 | timeout: Killed / late |" in text

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "quantize/quantized_config.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -24,18 +25,14 @@ bool transformers_skips(const std::string& module, const std::string& key) {
 }
 
 TEST(QuantizedConfig, AwqLeavesTheHfVisionModulesDenseByTransformersRule) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "fovea_test_quantized_config";
-  std::filesystem::create_directories(dir);
-  {
-    std::ofstream(dir / "in.json") << R"({"architectures": ["InternVLForConditionalGeneration"], "text_config": {}})";
-  }
+  const test::TempDir dir("quantized_config");
+  dir.write("in.json", R"({"architectures": ["InternVLForConditionalGeneration"], "text_config": {}})");
   QuantizeOptions opt;
   opt.method = QuantizeMethod::Awq;
   opt.group = 64;
   write_quantized_config(opt, dir / "in.json", dir / "out.json", "model.language_model.layers");
   std::ifstream file(dir / "out.json");
   const nlohmann::json config = nlohmann::json::parse(file);
-  std::filesystem::remove_all(dir);
   std::vector<std::string> skip;
   for (const auto& key : config["quantization_config"]["modules_to_not_convert"]) skip.push_back(key);
   for (const std::string module : {"model.vision_tower.encoder.layer.0.attention.q_proj",

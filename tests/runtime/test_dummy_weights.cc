@@ -11,8 +11,6 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include <unistd.h>
-
 #include "backend/backend.h"
 #include "backend/cpu/cpu_backend.h"
 #include "runtime/dummy_weights.h"
@@ -20,6 +18,7 @@
 #include "runtime/memory_plan.h"
 #include "runtime/simple_generate.h"
 #include "runtime/weights.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -30,9 +29,6 @@ namespace fs = std::filesystem;
 class DeepConfig : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_dummy_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     const fs::path golden = fs::path(FOVEA_SOURCE_DIR) / "tests/data/golden/internlm2/original";
     nlohmann::json config = nlohmann::json::parse(std::ifstream(golden / "config.json"));
     auto& llm = config["llm_config"];
@@ -41,11 +37,10 @@ class DeepConfig : public ::testing::Test {
     llm["intermediate_size"] = 128;
     llm["num_attention_heads"] = 4;
     llm["num_key_value_heads"] = 2;
-    std::ofstream(dir_ / "config.json") << config.dump(1);
+    dir_.write("config.json", config.dump(1));
     fs::copy_file(golden / "tokenizer_config.json", dir_ / "tokenizer_config.json");
     desc_ = load_model_desc(dir_.string());
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<InternVLRunner> runner(const ConfigWeights& weights, bool fp8 = false) {
     RunnerOptions opts;
@@ -91,7 +86,7 @@ class DeepConfig : public ::testing::Test {
     }
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"dummy"};
   ModelDesc desc_;
 };
 

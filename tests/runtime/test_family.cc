@@ -14,6 +14,7 @@
 #include "random_checkpoint.h"
 #include "runtime/internvl_runner.h"
 #include "runtime/simple_generate.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -98,8 +99,7 @@ TEST_P(FamilyRow, LoadsAndRunsOrIsRefusedWithItsReason) {
   EXPECT_TRUE(llm_covered) << GetParam() << ": no listed golden has its LLM in this format";
 
   // Random weights under the format's own names, loaded and run on the CPU.
-  const fs::path scratch = fs::path(testing::TempDir()) / ("family_" + GetParam() + "_" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
+  const test::TempDir scratch("family_" + GetParam());
   for (const char* f : {"config.json", "tokenizer_config.json"}) fs::copy_file(dir() + "/" + f, scratch / f);
   test::write_random_checkpoint(desc, scratch.string());
   RunnerOptions opts;
@@ -124,18 +124,15 @@ TEST_P(FamilyRow, LoadsAndRunsOrIsRefusedWithItsReason) {
     ASSERT_EQ(int64_t(logits.size()), desc.llm.vocab);
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));
   }
-  fs::remove_all(scratch);
 }
 
 // A refused row is refused before its weights are read: a checkpoint of garbage behind it changes nothing.
 TEST(Family, RefusalComesBeforeAnyWeightIsRead) {
-  const fs::path scratch = fs::path(testing::TempDir()) / ("family_refused_" + std::to_string(::getpid()));
-  fs::create_directories(scratch);
+  const test::TempDir scratch("family_refused");
   fs::copy_file(kFamily + "/InternVL3_5-30B-A3B/config.json", scratch / "config.json");
-  std::ofstream(scratch / "model.safetensors") << "not a safetensors file";
+  scratch.write("model.safetensors", "not a safetensors file");
   const std::string message = error_of([&] { load_model(scratch.string()); });
   EXPECT_NE(message.find("Qwen3-MoE"), std::string::npos) << message;
-  fs::remove_all(scratch);
 }
 
 TEST(Family, TableListsEveryGenerationAndBothFormats) {

@@ -14,6 +14,7 @@
 #include "runtime/simple_generate.h"
 #include "runtime/step_plan.h"
 #include "runtime/vision_pool.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -128,14 +129,10 @@ TEST(VisionRefs, MergeConsecutiveRowsOfOneImage) {
 class DemoRunner : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(
-        (std::filesystem::temp_directory_path() / ("fovea_runtime_demo_" + std::to_string(::getpid()))).string());
-    write_demo_model(*dir_);
+    dir_ = std::make_unique<test::TempDir>("runtime_demo");
+    write_demo_model(dir_->string());
   }
-  static void TearDownTestSuite() {
-    std::filesystem::remove_all(*dir_);
-    delete dir_;
-  }
+  static void TearDownTestSuite() { dir_.reset(); }
 
   // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
   // fp8 / fp8_vit: the LLM's projections / the ViT layers' linears in FP8 W8A8 with `scaling`'s scales.
@@ -152,7 +149,7 @@ class DemoRunner : public ::testing::Test {
     opts.vit_graphs = recorded;
     std::unique_ptr<Backend> backend = make_backend("cpu");
     if (recorded) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
-    return std::make_unique<InternVLRunner>(load_model(*dir_), std::move(backend), opts);
+    return std::make_unique<InternVLRunner>(load_model(dir_->string()), std::move(backend), opts);
   }
 
   // A prompt of text around one image of `tiles` tiles, and random normalised pixels for it.
@@ -201,9 +198,9 @@ class DemoRunner : public ::testing::Test {
     return a.shape == b.shape && a.dtype == b.dtype && std::memcmp(a.data, b.data, a.nbytes()) == 0;
   }
 
-  static std::string* dir_;
+  static std::unique_ptr<test::TempDir> dir_;  // one demo model for the whole suite
 };
-std::string* DemoRunner::dir_ = nullptr;
+std::unique_ptr<test::TempDir> DemoRunner::dir_;
 
 TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
   auto runner = make_runner();

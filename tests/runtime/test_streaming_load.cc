@@ -7,7 +7,6 @@
 // all at once, as the loader once did, exceeds the bound (checked too, so the bound is not trivially met). Also:
 // the same weights whatever the sharding, and a damaged weight is named when it is read.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -24,6 +23,7 @@
 #include "model/safetensors.h"
 #include "poison_weight.h"
 #include "runtime/internvl_runner.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -95,15 +95,14 @@ size_t checkpoint_bytes(const fs::path& dir) {
 class StreamingLoad : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    root_ = fs::temp_directory_path() / ("fovea_streaming_" + std::to_string(::getpid()));
-    fs::remove_all(root_);
-    write_demo_model((root_ / "demo").string(), 5);
-    write_demo_model((root_ / "demo_awq").string(), 5, WeightQuantMethod::Awq);
-    write_deep_checkpoint(root_ / "demo", root_ / "deep", false);
-    write_deep_checkpoint(root_ / "demo", root_ / "deep_fp8", true);
-    write_deep_checkpoint(root_ / "demo_awq", root_ / "deep_awq", false);
+    root_ = std::make_unique<test::TempDir>("streaming");
+    write_demo_model((*root_ / "demo").string(), 5);
+    write_demo_model((*root_ / "demo_awq").string(), 5, WeightQuantMethod::Awq);
+    write_deep_checkpoint(*root_ / "demo", *root_ / "deep", false);
+    write_deep_checkpoint(*root_ / "demo", *root_ / "deep_fp8", true);
+    write_deep_checkpoint(*root_ / "demo_awq", *root_ / "deep_awq", false);
   }
-  static void TearDownTestSuite() { fs::remove_all(root_); }
+  static void TearDownTestSuite() { root_.reset(); }
 
   struct Measured {
     size_t peak = 0;      // transient host-tensor bytes while loading and uploading
@@ -138,9 +137,9 @@ class StreamingLoad : public ::testing::Test {
     return m;
   }
 
-  static fs::path root_;
+  static std::unique_ptr<test::TempDir> root_;
 };
-fs::path StreamingLoad::root_;
+std::unique_ptr<test::TempDir> StreamingLoad::root_;
 
 TEST_F(StreamingLoad, HostMemoryStaysWithinTheBound) {
   struct Case {
@@ -153,7 +152,7 @@ TEST_F(StreamingLoad, HostMemoryStaysWithinTheBound) {
         Case{"FP8 checkpoint", "deep_fp8", false, false}, Case{"FP8 checkpoint, FP8 compute", "deep_fp8", false, true},
         Case{"AWQ kept packed", "deep_awq", true, false}, Case{"AWQ dequantized", "deep_awq", false, false}}) {
     SCOPED_TRACE(c.name);
-    const fs::path dir = root_ / c.dir;
+    const fs::path dir = *root_ / c.dir;
     const Measured m = load(dir.string(), c.keep_w4, c.fp8);
     std::printf("%-28s checkpoint %8zu B, loader peak %7zu B, bound %7zu B, all layout changes held %8zu B\n", c.name,
                 checkpoint_bytes(dir), m.peak, m.bound, m.held_all);
@@ -167,8 +166,8 @@ TEST_F(StreamingLoad, HostMemoryStaysWithinTheBound) {
 
 TEST_F(StreamingLoad, ShardingAndStreamingChangeNoWeight) {
   // Layer k of the deep checkpoint is layer k % 2 of the demo: its canonical weights are read byte for byte alike.
-  const LoadedModel deep = load_model((root_ / "deep").string());
-  const LoadedModel demo = load_model((root_ / "demo").string());
+  const LoadedModel deep = load_model((*root_ / "deep").string());
+  const LoadedModel demo = load_model((*root_ / "demo").string());
   for (const char* part : {"qkv.weight", "o.weight", "gate_up.weight", "down.weight", "attn_norm", "ffn_norm"}) {
     for (int k : {0, 1, kLayers - 2, kLayers - 1}) {
       const Tensor a = deep.weights.get(str("llm.", k, ".", part)), b = demo.weights.get(str("llm.", k % 2, ".", part));
@@ -179,9 +178,9 @@ TEST_F(StreamingLoad, ShardingAndStreamingChangeNoWeight) {
 }
 
 TEST_F(StreamingLoad, ADamagedWeightIsNamedWhenRead) {
-  const fs::path dir = root_ / "nan";
+  const fs::path dir = *root_ / "nan";
   fs::remove_all(dir);
-  fs::copy(root_ / "deep", dir);
+  fs::copy(*root_ / "deep", dir);
   // Poison the middle of a w2 weight in shard 3.
   const fs::path shard = dir / "model-3.safetensors";
   std::string victim;

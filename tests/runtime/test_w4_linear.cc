@@ -18,6 +18,7 @@
 #include "recording_backend.h"
 #include "runtime/internvl_runner.h"
 #include "runtime/simple_generate.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
@@ -158,13 +159,7 @@ TEST(W4Linear, RepackRefusesWhatCannotStayExact) {
 
 class W4DemoRunner : public ::testing::TestWithParam<WeightQuantMethod> {
  protected:
-  void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("fovea_w4_demo_" + std::to_string(::getpid()) + "_" + std::to_string(int(GetParam()))))
-               .string();
-    write_demo_model(dir_, 0, GetParam());
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { write_demo_model(dir_.string(), 0, GetParam()); }
 
   std::unique_ptr<InternVLRunner> runner(bool keep_w4, bool recorded) {
     RunnerOptions opts;
@@ -177,7 +172,7 @@ class W4DemoRunner : public ::testing::TestWithParam<WeightQuantMethod> {
     if (recorded) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
     LoadOptions load;
     load.keep_w4 = keep_w4;
-    return std::make_unique<InternVLRunner>(load_model(dir_, load), std::move(backend), opts);
+    return std::make_unique<InternVLRunner>(load_model(dir_.string(), load), std::move(backend), opts);
   }
 
   SimpleGenerateResult generate(InternVLRunner& r) {
@@ -196,7 +191,7 @@ class W4DemoRunner : public ::testing::TestWithParam<WeightQuantMethod> {
     return simple_generate(r, prompt, {px}, opts);
   }
 
-  std::string dir_;
+  test::TempDir dir_{"w4_demo"};
 };
 
 // Same logits bit for bit (the CPU reference dequantizes to the same bf16 values and multiplies in the same

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
+#include "support/temp_dir.h"
 #include "vectors.h"
 
 using namespace fovea;
@@ -29,14 +30,12 @@ void expect_cuts(const PreTokenizer& pre, const std::string& out_name) {
   }
 }
 
-// A tokenizer.json with the given pre_tokenizer JSON and a two-piece vocabulary beyond the bytes.
-std::string write_tokenizer_json(const std::string& name, const std::string& pre_tokenizer) {
-  const std::string dir = testing::TempDir() + "/pretok_" + name;
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir + "/tokenizer.json")
-      << R"({"added_tokens": [], "normalizer": null, "pre_tokenizer": )" << pre_tokenizer
-      << R"(, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}})";
-  return dir;
+// `dir`/`name`/tokenizer.json with the given pre_tokenizer JSON and a two-piece vocabulary beyond the bytes; returns
+// its path.
+std::string write_tokenizer_json(const test::TempDir& dir, const std::string& name, const std::string& pre_tokenizer) {
+  return dir.write(name + "/tokenizer.json",
+                   R"({"added_tokens": [], "normalizer": null, "pre_tokenizer": )" + pre_tokenizer +
+                       R"(, "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": [["a", "b"]]}})");
 }
 
 }  // namespace
@@ -69,20 +68,21 @@ TEST(Pretokenizers, VocabularyWithoutEveryByteDropsThemAsHuggingFace) {
 }
 
 TEST(Pretokenizers, LoaderReadsEachPipelineAndRefusesOthers) {
+  const test::TempDir dir("pretok");
   const std::string byte_level_regex = R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})";
   const std::string smollm2 = R"({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true},)" +
                               byte_level_regex + "]}";
-  EXPECT_EQ(load_tokenizer(write_tokenizer_json("smollm2", smollm2) + "/tokenizer.json")->encode("ab1"),
+  EXPECT_EQ(load_tokenizer(write_tokenizer_json(dir, "smollm2", smollm2))->encode("ab1"),
             (std::vector<int32_t>{2}));  // "1" has no piece here: dropped
-  EXPECT_NO_THROW(load_tokenizer(write_tokenizer_json("gpt2", byte_level_regex) + "/tokenizer.json"));
+  EXPECT_NO_THROW(load_tokenizer(write_tokenizer_json(dir, "gpt2", byte_level_regex)));
   const std::string llama3 = std::string(R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": )") +
                              nlohmann::json(split_pattern_regex(SplitPattern::Llama3)).dump() +
                              R"(}, "behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})";
-  EXPECT_NO_THROW(load_tokenizer(write_tokenizer_json("llama3", llama3) + "/tokenizer.json"));
+  EXPECT_NO_THROW(load_tokenizer(write_tokenizer_json(dir, "llama3", llama3)));
   for (const std::string& bad : std::vector<std::string>{R"({"type": "ByteLevel", "add_prefix_space": true, "use_regex": true})",
                                 R"({"type": "Whitespace"})",
                                 R"({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": false},)" +
                                     byte_level_regex + "]}"}) {
-    EXPECT_THROW(load_tokenizer(write_tokenizer_json("bad", bad) + "/tokenizer.json"), Error) << bad;
+    EXPECT_THROW(load_tokenizer(write_tokenizer_json(dir, "bad", bad)), Error) << bad;
   }
 }
