@@ -2,19 +2,17 @@
 // user messages, image_url parts as paths beside the tasks file, data: and http(s):// URLs), the first remote
 // image downloaded ahead by the job's prefetcher, a line that also names "image", "prompt" or "prompts" refused.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <fstream>
 #include <map>
 
 #include "../engine/fake_service.h"
 #include "jobs/batch_job.h"
 #include "jobs/job_loop.h"
+#include "support/temp_dir.h"
 
 namespace fovea {
 namespace {
-namespace fs = std::filesystem;
 
 std::string user_with_image(const std::string& url, const std::string& text = "q") {
   return R"({"role":"user","content":[{"type":"image_url","image_url":{"url":")" + url +
@@ -71,16 +69,11 @@ TEST(TaskMessages, TheFirstRemoteImageIsDownloadedAhead) {
 
 class TaskMessagesRun : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("fovea_task_messages_" + std::to_string(::getpid()));
-    fs::create_directories(dir_ / "img");
-    std::ofstream(dir_ / "img" / "a.png") << "PNG-A";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_.write("img/a.png", "PNG-A"); }
 
   // Runs the lines as a tasks file; the records by id.
   std::map<std::string, nlohmann::json> run(const std::string& lines) {
-    std::ofstream(dir_ / "tasks.jsonl") << lines;
+    dir_.write("tasks.jsonl", lines);
     const TaskList list = read_tasks_jsonl((dir_ / "tasks.jsonl").string(), {});
     BatchJobOptions options;
     options.progress = false;
@@ -95,7 +88,7 @@ class TaskMessagesRun : public ::testing::Test {
     return records;
   }
 
-  fs::path dir_;
+  test::TempDir dir_{"task_messages"};
   testing::FakeService service_;
 };
 
