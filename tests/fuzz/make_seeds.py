@@ -125,7 +125,10 @@ def server_and_tasks():
         put("fuzz_openai_request", f"body{i}.json", json.dumps(b))
     lines = [{"id": "a", "image": "x.jpg", "prompt": "Describe."},
              {"id": 7, "image": "/abs/y.png", "max_tokens": 4, "answers": ["yes", "no"]},
-             {"id": "b", "image": "z.jpg", "prompts": ["one", "two"], "choices": ["yes", "no"]}]
+             {"id": "b", "image": "z.jpg", "prompts": ["one", "two"], "choices": ["yes", "no"]},
+             {"id": "m", "system": "Be brief.", "messages": [
+                 {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x.jpg"}},
+                                              {"type": "text", "text": "What?"}]}]}]
     put("fuzz_batch_tasks", "tasks.jsonl", "\n".join(json.dumps(x) for x in lines) + "\nnot json\n{}\n")
 
 
