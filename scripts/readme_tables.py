@@ -22,7 +22,7 @@ README = ROOT / "README.md"
 sys.path.insert(0, str(ROOT / "bench" / "gpu"))
 import peers_report  # noqa: E402  the side-by-side table of the peers, as the run's own report renders it
 # The latest end-to-end run of the instrument (bench/gpu/run_all.sh): its JSON carries date, commit and command.
-PERF_RUN = "bench/results/2026-12-02-h200-run8.json"
+PERF_RUN = "bench/results/2026-12-06-h100-peers.json"
 # The latest trained-weights fidelity run (bench/fidelity/gpu_fidelity.sh); meta.json beside it says when and how.
 FIDELITY_RUN = "bench/results/2026-12-02-smollm2-fidelity-h200/fidelity-h200.json"
 
@@ -85,7 +85,7 @@ def perf_block():
         versions = ", ".join(f"{label} {run['peers'].get('versions', {}).get(engine, '?')}"
                              for engine, label in peers_report.PEERS)
         peer_lines = [line.replace("## Peers (issue 26): ", "**Beside the engines users would pick instead** "
-                                   f"({versions}; `bench/gpu/peers.sh` in the same run): ")
+                                   f"({versions}; `bench/gpu/peers.sh`, in the calls that followed on the same GPU machine): ")
                       for line in peer_lines]
         lines += peer_lines
     return "\n".join(lines) + "\n"

@@ -66,6 +66,7 @@ def render_lines(data):
         lines.append(f"| {label} | {fmt(row['fovea'])} | "
                      + " | ".join(fmt(row[e]) for e, _ in PEERS)
                      + f" | {fmt(tf)} | {fmt(floor) if phase == 'q1' else '—'} | {fmt(row['x_best_peer'], '.2f')} |")
+    lines += work_lines(data)
     lines += ["", "| peer run | status | settings | prompt tokens / request (Fovea's) | first token = transformers "
               "(decisive) | = Fovea official | GPU peak MiB (nvidia-smi) |", "|---|---|---|---|---|---|---|"]
     for key, run in sorted((peers.get("runs") or {}).items()):
@@ -80,6 +81,34 @@ def render_lines(data):
                      f"({agreement(q1.get('vs_reference_decisive'))}) | {agreement(q1.get('vs_fovea_official'))} | "
                      f"{run.get('gpu_memory_peak_mib') or '—'} |")
     return lines
+
+
+def work_lines(data):
+    """How much work each engine did per bf16 row: photos asked, and the share of prompt tokens it computed
+    (the rest came from its prefix cache), so that rows on different photo counts or reuse read fairly."""
+    fovea = data.get("fovea") or {}
+    questions = data.get("questions") or {}
+    peers = data.get("peers") or {}
+    cells = []
+    for phase, k in (("q1", 1), ("q4", 4), ("q16", 16)):
+        if phase == "q1":
+            f_photos, f_share = (fovea.get("official") or {}).get("tasks"), None
+        else:
+            q = (questions.get(f"k{k}") or {}).get("questions") or {}
+            f_photos, f_share = q.get("images"), q.get("computed_fraction")
+        parts = [f"Fovea {f_photos or '—'} photos" + (f", computed {100 * f_share:.1f}%" if f_share else "")]
+        for engine, label in PEERS:
+            p = peer_phase(peers, engine, "bf16", phase)[0]
+            if not p:
+                continue
+            share = None
+            if p.get("cached_prompt_tokens_mean") is not None and p.get("prompt_tokens_mean"):
+                share = 1.0 - p["cached_prompt_tokens_mean"] / p["prompt_tokens_mean"]
+            parts.append(f"{label} {p.get('photos', '—')}" + (f", computed {100 * share:.1f}%" if share is not None
+                                                               else ""))
+        cells.append(f"{k} question{'s' if k > 1 else ''}: " + "; ".join(parts))
+    return ["", "Work per row (photos asked; share of prompt tokens computed, the rest reused from a prefix cache): "
+            + " · ".join(cells) + "."]
 
 
 def agreement(entry):

@@ -89,3 +89,14 @@ def test_lmdeploy_gets_fovea_s_chat_template(name):
     rendered = c["system"] + c["meta_instruction"] + c["eosys"] + c["user"] + content + c["eoh"] + c["assistant"]
     assert rendered == (template["before_image"].format(system=template["system"]) + "<img><IMG_CONTEXT></img>"
                         + template["after_image"].format(question=common.QUESTION))
+
+
+def test_the_work_line_gives_photos_and_the_computed_share_of_each_engine():
+    data = run_data()
+    data["fovea"]["official"]["tasks"] = 200
+    data["questions"]["k4"]["questions"] = {"images": 64, "computed_fraction": 0.248}
+    data["peers"]["runs"]["vllm/bf16"]["phases"]["q4"].update(
+        {"photos": 48, "prompt_tokens_mean": 3330.0, "cached_prompt_tokens_mean": 2480.0})
+    line = peers_report.work_lines(data)[-1]
+    assert "1 question: Fovea 200 photos;" in line
+    assert "4 questions: Fovea 64 photos, computed 24.8%; LMDeploy —; vLLM 48, computed 25.5%" in line

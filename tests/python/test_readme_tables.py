@@ -91,6 +91,6 @@ def test_a_run_with_peers_puts_their_table_under_the_perf_table(tmp_path, monkey
     (tmp_path / "with_peers.json").write_text(json.dumps(recorded), encoding="utf-8")
     monkeypatch.setattr(readme_tables, "PERF_RUN", "with_peers.json")
     text = readme_tables.perf_block()
-    assert "(LMDeploy 0.18.0, vLLM 0.20.0; `bench/gpu/peers.sh` in the same run)" in text
+    assert "(LMDeploy 0.18.0, vLLM 0.20.0; `bench/gpu/peers.sh`, in the calls that followed on the same GPU machine)" in text
     assert "| 4 questions per photo: QPM per question |" in text
     assert "| vllm/fp8 | timeout: Killed / late |" in text
