@@ -8,7 +8,11 @@ namespace fovea {
 
 void AddedTokens::add(AddedToken token) {
   FOVEA_CHECK(!token.text.empty(), "added token ", token.id, " has empty text");
-  FOVEA_CHECK(token.id >= 0, "added token '", token.text, "' has negative id ", token.id);
+  FOVEA_CHECK(token.id >= 0, "added token '", token.text.substr(0, 64), "' has negative id ", token.id);
+  // Vocab sizes derive from the largest id (max_id + 1 must not overflow, nor size a table by a hostile id); the
+  // largest real vocabularies are a few hundred thousand ids.
+  FOVEA_CHECK(token.id < kMaxAddedTokenId, "added token '", token.text.substr(0, 64), "' has id ", token.id,
+              ", past any tokenizer's vocabulary (< ", kMaxAddedTokenId, ")");
   const auto old = by_id_.find(token.id);
   if (old != by_id_.end()) by_text_.erase(old->second.text);
   by_text_[token.text] = token.id;

@@ -11,6 +11,9 @@
 
 namespace fovea {
 
+// Added token ids are refused from here on (16.7 M; the largest real vocabularies have a few hundred thousand).
+constexpr int32_t kMaxAddedTokenId = int32_t(1) << 24;
+
 struct AddedToken {
   std::string text;
   int32_t id = -1;

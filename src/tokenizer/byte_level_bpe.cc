@@ -55,9 +55,15 @@ std::string alphabet_to_bytes(std::string_view piece) {
 }  // namespace
 
 ByteLevelBpe::ByteLevelBpe(ByteLevelBpeSpec spec) : vocab_(std::move(spec.vocab)), pre_(spec.pre), nfc_(spec.nfc) {
+  // A vocab's ids are (nearly) dense: id -> piece tables are sized by the largest id, so one huge id in a
+  // hostile vocab.json would allocate gigabytes. Real ones leave at most a few reserved ids unused.
+  constexpr int64_t kMaxUnusedIds = int64_t(1) << 20;
   int32_t max_id = -1;
   for (const auto& [piece, id] : vocab_) {
-    FOVEA_CHECK(id >= 0, "vocab: piece '", piece, "' has negative id ", id);
+    FOVEA_CHECK(id >= 0, "vocab: piece '", piece.substr(0, 64), "' has negative id ", id);
+    FOVEA_CHECK(int64_t(id) < int64_t(vocab_.size()) + kMaxUnusedIds, "vocab: piece '", piece.substr(0, 64),
+                "' has id ", id, ", which leaves more than ", kMaxUnusedIds, " of ", vocab_.size(),
+                " pieces' ids unused: not a tokenizer vocab");
     max_id = std::max(max_id, id);
   }
   id_to_piece_.resize(size_t(max_id + 1));

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "tokenizer/byte_level_bpe.h"
 #include "tokenizer/tokenizer.h"
 #include "vectors.h"
 
@@ -94,4 +95,25 @@ TEST(ByteLevelBpe, StreamDecoderHoldsPartialCharacters) {
   joined += stream.flush();
   EXPECT_EQ(joined, text);
   EXPECT_TRUE(held_back);
+}
+
+// Found by fuzz_vocab_merges: one huge id in vocab.json sized the id -> piece tables at gigabytes. A vocab whose
+// ids leave more than 2^20 unused is refused with the piece and id named; a dense one with reserved gaps loads.
+TEST(ByteLevelBpe, RefusesAVocabWhoseIdsAreFarFromDense) {
+  ByteLevelBpeSpec huge;
+  huge.vocab = {{"a", 0}, {"b", 1}, {"c", 100'000'000}};
+  try {
+    ByteLevelBpe bpe(std::move(huge));
+    FAIL() << "a vocab with id 100000000 among 3 pieces loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("piece 'c' has id 100000000"), std::string::npos) << e.what();
+  }
+  ByteLevelBpeSpec added;
+  added.vocab = {{"a", 0}, {"b", 1}};
+  added.added.push_back({"<huge>", 2147483647, true});
+  EXPECT_THROW(ByteLevelBpe{std::move(added)}, Error);
+  ByteLevelBpeSpec gaps;
+  gaps.vocab = {{"a", 0}, {"b", 1}, {"c", 1000}};
+  const ByteLevelBpe bpe(std::move(gaps));
+  EXPECT_EQ(bpe.vocab_size(), 1001);
 }
