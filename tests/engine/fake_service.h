@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -106,6 +107,37 @@ class FakeService final : public InferenceService {
   std::atomic<int> in_flight_{0};
   int64_t next_id_ = 1;
   std::set<int64_t> cancelled_;
+  std::vector<std::thread> threads_;
+};
+
+// A replica that answers each request on a thread of its own, as an engine's scheduler thread would, and joins
+// them all in drain(). A subclass says, in accept(), what the request's thread does; accept() runs under the
+// replica's lock with the submission's ordinal and may throw to refuse it (a failed engine's submit).
+class ThreadedReplica : public InferenceService {
+ public:
+  ~ThreadedReplica() override { drain(); }  // the threads' work must not touch the subclass's members
+  int64_t submit(Request request, RequestCallback callback) override {
+    std::lock_guard lock(mutex_);
+    const int64_t n = submitted_++;
+    threads_.emplace_back(accept(n, std::move(request), std::move(callback)));
+    return n;
+  }
+  void cancel(int64_t) override {}
+  void drain() override {
+    std::lock_guard lock(mutex_);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  EngineStats stats() const override { return {}; }
+  std::string model_name() const override { return "fake"; }
+  std::string token_text(int32_t) const override { return ""; }
+
+ protected:
+  virtual std::function<void()> accept(int64_t n, Request request, RequestCallback callback) = 0;
+
+ private:
+  std::mutex mutex_;
+  int64_t submitted_ = 0;
   std::vector<std::thread> threads_;
 };
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "fake_service.h"
 #include "engine/data_parallel.h"
 #include "jobs/request_pump.h"
 
@@ -257,16 +258,15 @@ TEST(DataParallel, ACancelledRequestIsNotRetried) {
 
 // Answers every request at once on its own thread; from request `fail_from` on it behaves like a failed device:
 // requests end with an engine-failure error and later submits are refused.
-class FlakyEngine final : public InferenceService {
+class FlakyEngine final : public testing::ThreadedReplica {
  public:
   explicit FlakyEngine(int fail_from) : fail_from_(fail_from) {}
-  ~FlakyEngine() override { drain(); }
-  int64_t submit(Request request, RequestCallback callback) override {
-    std::lock_guard lock(mutex_);
-    const int n = submitted_++;
+
+ protected:
+  std::function<void()> accept(int64_t n, Request request, RequestCallback callback) override {
     if (fail_from_ >= 0 && n > fail_from_) throw EngineFailedError("engine failed: device lost");
     const bool fail = fail_from_ >= 0 && n >= fail_from_;
-    threads_.emplace_back([request, callback, fail] {
+    return [request, callback, fail] {
       RequestEvent ev;
       ev.text_delta = request.prompt + "!";
       callback(ev);
@@ -276,24 +276,11 @@ class FlakyEngine final : public InferenceService {
       if (fail) final.error = "engine failed: device lost";
       if (fail) final.error_kind = ErrorKind::EngineFailed;
       callback(final);
-    });
-    return n;
+    };
   }
-  void cancel(int64_t) override {}
-  void drain() override {
-    std::lock_guard lock(mutex_);
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-  }
-  EngineStats stats() const override { return {}; }
-  std::string model_name() const override { return "fake"; }
-  std::string token_text(int32_t) const override { return ""; }
 
  private:
   int fail_from_;
-  int submitted_ = 0;
-  std::mutex mutex_;
-  std::vector<std::thread> threads_;
 };
 
 TEST(DataParallel, AReplicaFailingMidBatchLosesNoRequest) {

@@ -129,27 +129,11 @@ TEST(JobStream, EveryJobGetsOneResultAfterItsDeltasInOrder) {
 
 // A replica whose device is lost: every request it takes streams a word, then ends with an engine failure (on a
 // thread of its own, as an engine would).
-class FailingReplica final : public InferenceService {
- public:
-  ~FailingReplica() override { drain(); }
-  int64_t submit(Request, RequestCallback callback) override {
-    std::lock_guard lock(mutex_);
-    threads_.emplace_back([callback] { testing::fail_as_lost_device(callback); });
-    return int64_t(threads_.size());
+class FailingReplica final : public testing::ThreadedReplica {
+ protected:
+  std::function<void()> accept(int64_t, Request, RequestCallback callback) override {
+    return [callback] { testing::fail_as_lost_device(callback); };
   }
-  void cancel(int64_t) override {}
-  void drain() override {
-    std::lock_guard lock(mutex_);
-    for (auto& t : threads_) t.join();
-    threads_.clear();
-  }
-  EngineStats stats() const override { return {}; }
-  std::string model_name() const override { return "fake"; }
-  std::string token_text(int32_t) const override { return ""; }
-
- private:
-  std::mutex mutex_;
-  std::vector<std::thread> threads_;
 };
 
 TEST(JobStream, AnEngineFailureMidRequestRestartsTheJobAndItsRetryFinishesIt) {
