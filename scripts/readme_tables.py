@@ -79,15 +79,13 @@ def perf_block():
         requests = f"{row['requests']}/{row['of']}" if "of" in row else str(row["requests"])
         lines.append(f"| {name} | {fmt(row['qpm'])} | {ratio(row['x_transformers_e2e'])} | "
                      f"{ratio(row['qpm'] / floor)} | {fmt(row.get('gpu_mem_gb'))} | {requests} |")
-    # The peers (bench/gpu/peers.sh) in the same run: the report's own table, under a README-level heading.
-    peer_lines = peers_report.render_lines(run)
-    if peer_lines:
+    # The peers (bench/gpu/peers.sh) in the same run: the report's own tables, under a README-level heading.
+    if run.get("peers"):
         versions = ", ".join(f"{label} {run['peers'].get('versions', {}).get(engine, '?')}"
                              for engine, label in peers_report.PEERS)
-        peer_lines = [line.replace("## Peers (issue 26): ", "**Beside the engines users would pick instead** "
-                                   f"({versions}; `bench/gpu/peers.sh`, in the calls that followed on the same GPU machine): ")
-                      for line in peer_lines]
-        lines += peer_lines
+        lines += peers_report.render_lines(
+            run, heading=f"**Beside the engines users would pick instead** ({versions}; `bench/gpu/peers.sh`, "
+                         "in the calls that followed on the same GPU machine)")
     return "\n".join(lines) + "\n"
 
 

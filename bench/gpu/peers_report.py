@@ -47,7 +47,8 @@ def comparison(data):
     return out
 
 
-def render_lines(data):
+def render_lines(data, heading="## Peers (issue 26)"):
+    """The tables' lines; `heading` starts the title line (the README gives its own)."""
     peers = data.get("peers")
     if not peers:
         return []
@@ -56,7 +57,7 @@ def render_lines(data):
     versions = peers.get("versions") or {}
     table = comparison(data)
     head = " | ".join(f"{label} {versions.get(engine, '')}".strip() for engine, label in PEERS)
-    lines = ["", "## Peers (issue 26): same checkpoint, photos, prompt tokens, greedy, 1 new token", "",
+    lines = ["", f"{heading}: same checkpoint, photos, prompt tokens, greedy, 1 new token", "",
              f"| run | Fovea | {head} | transformers | floor (sustained) | Fovea ÷ best peer |",
              "|---|---|---|---|---|---|---|"]
     for phase, precision, label in ROWS:
