@@ -21,6 +21,8 @@
 namespace fovea {
 
 enum class Activation : uint8_t { None, Gelu /* exact erf GELU */ };
+// Which normalisation scale_add_norm applies: layer_norm's or rms_norm's.
+enum class NormKind : uint8_t { Layer, Rms };
 
 // Describes one step's sequences for paged attention, all tensors on the device.
 // Sequence s has q_len(s) = cu_q[s+1] - cu_q[s] new tokens, already written to the cache, and ctx_len[s] tokens
@@ -130,6 +132,12 @@ class Backend {
                            int head_dim, float eps) = 0;
   // x[M,N] += scale[N] ⊙ y[M,N]; an empty scale means 1 (plain residual add).
   virtual void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) = 0;
+  // scale_add(x, branch, scale), then y = layer_norm(x, gamma, beta, eps) (NormKind::Layer) or
+  // rms_norm(x, gamma, eps) (NormKind::Rms, beta empty), in one pass over the rows; the results are exactly those
+  // of the two ops (the norm reads x as stored, in compute_dtype()). The vision encoder's residual stream: each
+  // layer-scaled branch is folded into x while the next norm is computed. y may alias branch, not x.
+  virtual void scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                              const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
   // y[M,F] = silu(gate_up[:, :F]) * gate_up[:, F:], gate_up [M, 2F].
   virtual void silu_mul(const Tensor& gate_up, Tensor& y) = 0;
   // y[T,H] = table[ids[t]]; ids [T] I32, table [V,H] (weight dtype). Out-of-range ids throw on CPU and are

@@ -61,6 +61,50 @@ TEST_F(OpsTest, Norms) {
   }
 }
 
+// scale_add_norm against the CPU reference, and on the GPU against scale_add followed by the norm bit for bit:
+// the vision encoder fuses them, and its answers must not move. Widths: odd and not a multiple of 8 (the scalar
+// path), InternViT-300M's 1024 and InternViT-6B's 3200 (256 threads a row).
+TEST_F(OpsTest, ScaleAddNorm) {
+  auto expect_same_bits = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    const Tensor a = gpu_->download(got), b = gpu_->download(want);
+    ASSERT_EQ(a.numel(), b.numel()) << what;
+    int64_t differ = 0, first = -1;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      if (std::memcmp(a.ptr<float>() + i, b.ptr<float>() + i, sizeof(float)) != 0 && differ++ == 0) first = i;
+    EXPECT_EQ(differ, 0) << what << " (seed " << seed_ << "): " << differ << " elements differ, first at " << first;
+  };
+  for (int m : {1, 7, 33}) {
+    for (int n : {13, 1001, 1024, 3200}) {
+      for (NormKind kind : {NormKind::Layer, NormKind::Rms}) {
+        for (bool scaled : {true, false}) {
+          const std::string what = std::string(kind == NormKind::Layer ? " layer" : " rms") + " M=" +
+                                   std::to_string(m) + " N=" + std::to_string(n) + (scaled ? " scaled" : "");
+          // An offset residual mean, as in Norms; small layer scales, as InternViT's.
+          const Tensor x_host = random_host({m, n}, 2.f, 4.f);
+          Twin x = twin(x_host), unfused = twin(x_host), branch = twin(random_host({m, n}));
+          Twin scale = twin(random_host({n}, -0.2f, 0.2f), 'w'), gamma = twin(random_host({n}), 'w');
+          Twin beta = twin(random_host({n}), 'w');
+          const Tensor cpu_beta = kind == NormKind::Layer ? beta.cpu : Tensor{};
+          const Tensor gpu_beta = kind == NormKind::Layer ? beta.gpu : Tensor{};
+          Twin y = output({m, n}), unfused_y = output({m, n});
+          cpu_->scale_add_norm(x.cpu, branch.cpu, scaled ? scale.cpu : Tensor{}, kind, gamma.cpu, cpu_beta, 1e-6f,
+                               y.cpu);
+          gpu_->scale_add_norm(x.gpu, branch.gpu, scaled ? scale.gpu : Tensor{}, kind, gamma.gpu, gpu_beta, 1e-6f,
+                               y.gpu);
+          expect_close(x, kBf16Tol, "scale_add_norm residual" + what);
+          expect_close(y, kBf16Tol, "scale_add_norm output" + what);
+
+          gpu_->scale_add(unfused.gpu, branch.gpu, scaled ? scale.gpu : Tensor{});
+          if (kind == NormKind::Layer) gpu_->layer_norm(unfused.gpu, gamma.gpu, beta.gpu, 1e-6f, unfused_y.gpu);
+          else gpu_->rms_norm(unfused.gpu, gamma.gpu, 1e-6f, unfused_y.gpu);
+          expect_same_bits(x.gpu, unfused.gpu, "scale_add_norm residual vs scale_add" + what);
+          expect_same_bits(y.gpu, unfused_y.gpu, "scale_add_norm output vs scale_add + norm" + what);
+        }
+      }
+    }
+  }
+}
+
 TEST_F(OpsTest, ScaleAddAndSiluMul) {
   for (int m : {1, 7, 33}) {
     for (int n : {13, 64, 1024}) {

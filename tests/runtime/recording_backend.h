@@ -66,6 +66,10 @@ class RecordingBackend final : public Backend {
   void scale_add(Tensor& x, const Tensor& y, const Tensor& s) override {
     op([=, this]() mutable { in_->scale_add(x, y, s); });
   }
+  void scale_add_norm(Tensor& x, const Tensor& br, const Tensor& s, NormKind kind, const Tensor& g, const Tensor& b,
+                      float eps, Tensor& y) override {
+    op([=, this]() mutable { in_->scale_add_norm(x, br, s, kind, g, b, eps, y); });
+  }
   void silu_mul(const Tensor& gu, Tensor& y) override {
     op([=, this]() mutable { in_->silu_mul(gu, y); });
   }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -127,6 +128,61 @@ TEST_F(CpuOps, ScaleAddSiluMul) {
   Tensor y = be->alloc(DType::F32, {1, 2});
   be->silu_mul(gu, y);
   expect_near_all(values(y), {0.0, 2 / (1 + std::exp(-2.0)) * -1}, 1e-6);
+}
+
+// Index of the first element whose float32 bits differ, -1 when all agree (+0 vs -0 and NaN payloads count).
+int64_t first_bit_difference(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.numel(), b.numel());
+  for (int64_t i = 0; i < std::min(a.numel(), b.numel()); ++i)
+    if (std::memcmp(a.ptr<float>() + i, b.ptr<float>() + i, sizeof(float)) != 0) return i;
+  return a.numel() == b.numel() ? -1 : 0;
+}
+
+// scale_add_norm is specified as scale_add followed by the norm: the same bits in x and y, not merely close
+// values, so that fusing it into the vision encoder leaves the encoder's output unchanged.
+TEST_F(CpuOps, ScaleAddNormIsScaleAddThenNormBitForBit) {
+  uint32_t seed = 100;
+  const int64_t rows = 5;
+  for (int64_t width : {13, 1024, 3200}) {  // odd, InternViT-300M, InternViT-6B
+    for (NormKind kind : {NormKind::Layer, NormKind::Rms}) {
+      for (bool scaled : {true, false}) {
+        const std::string what = std::string(kind == NormKind::Layer ? "layer" : "rms") + " N=" +
+                                 std::to_string(width) + (scaled ? " scaled" : " unscaled");
+        // A residual an order larger than its branch and small layer scales, as in a ViT's residual stream.
+        Tensor x = random({rows, width}, ++seed, 8.0f), branch = random({rows, width}, ++seed);
+        Tensor scale = scaled ? random({width}, ++seed, 0.1f) : Tensor{}, gamma = random({width}, ++seed);
+        Tensor beta = kind == NormKind::Layer ? random({width}, ++seed) : Tensor{};
+        Tensor want_x = make({rows, width}, values(x)), want_y = be->alloc(DType::F32, {rows, width});
+        be->scale_add(want_x, branch, scale);
+        if (kind == NormKind::Layer) be->layer_norm(want_x, gamma, beta, 1e-6f, want_y);
+        else be->rms_norm(want_x, gamma, 1e-6f, want_y);
+
+        Tensor y = be->alloc(DType::F32, {rows, width});
+        be->scale_add_norm(x, branch, scale, kind, gamma, beta, 1e-6f, y);
+        EXPECT_EQ(first_bit_difference(x, want_x), -1) << what << ": residual";
+        EXPECT_EQ(first_bit_difference(y, want_y), -1) << what << ": output";
+
+        // A second update of both residuals, now with y in branch's place.
+        Tensor x2 = make({rows, width}, values(x)), branch2 = make({rows, width}, values(branch));
+        be->scale_add(want_x, branch, scale);
+        be->scale_add_norm(x2, branch2, scale, kind, gamma, beta, 1e-6f, branch2);
+        EXPECT_EQ(first_bit_difference(x2, want_x), -1) << what << ": residual, y aliasing branch";
+        if (kind == NormKind::Layer) be->layer_norm(want_x, gamma, beta, 1e-6f, want_y);
+        else be->rms_norm(want_x, gamma, 1e-6f, want_y);
+        EXPECT_EQ(first_bit_difference(branch2, want_y), -1) << what << ": output, y aliasing branch";
+      }
+    }
+  }
+}
+
+TEST_F(CpuOps, ScaleAddNormRefusesBadArguments) {
+  Tensor x = random({2, 4}, 1), branch = random({2, 4}, 2), gamma = random({4}, 3), beta = random({4}, 4);
+  Tensor y = be->alloc(DType::F32, {2, 4});
+  EXPECT_THROW(be->scale_add_norm(x, branch, Tensor{}, NormKind::Layer, gamma, beta, 1e-6f, x), Error);
+  EXPECT_THROW(be->scale_add_norm(x, branch, Tensor{}, NormKind::Rms, gamma, beta, 1e-6f, y), Error);
+  EXPECT_THROW(be->scale_add_norm(x, branch, Tensor{}, NormKind::Layer, gamma, Tensor{}, 1e-6f, y), Error);
+  EXPECT_THROW(be->scale_add_norm(x, random({3, 4}, 5), Tensor{}, NormKind::Rms, gamma, Tensor{}, 1e-6f, y), Error);
+  EXPECT_THROW(be->scale_add_norm(x, branch, random({3}, 6), NormKind::Rms, gamma, Tensor{}, 1e-6f, y), Error);
 }
 
 TEST_F(CpuOps, EmbeddingScatterGather) {

@@ -40,6 +40,8 @@ class CpuBackend : public Backend {
   void qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads, int head_dim,
                    float eps) override;
   void scale_add(Tensor& x, const Tensor& y, const Tensor& scale) override;
+  void scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind, const Tensor& gamma,
+                      const Tensor& beta, float eps, Tensor& y) override;
   void silu_mul(const Tensor& gate_up, Tensor& y) override;
   void embedding(const Tensor& ids, const Tensor& table, Tensor& y) override;
   void scatter_rows(const Tensor& src, const Tensor& idx, Tensor& dst) override;

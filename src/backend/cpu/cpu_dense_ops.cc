@@ -31,30 +31,18 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
                act);
 }
 
-void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
-  check_host(x, DType::F32, "layer_norm", "x");
-  const int64_t M = rows_of(x), N = cols_of(x);
-  check_matrix(y, M, N, "layer_norm", "y");
-  check_vector(gamma, N, DType::F32, "layer_norm", "gamma");
-  check_vector(beta, N, DType::F32, "layer_norm", "beta");
-  const float* g = gamma.ptr<float>();
-  const float* b = beta.ptr<float>();
-  parallel_rows(M, 8.0 * double(N), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float* in = x.ptr<float>() + r * N;
-      float* out = y.ptr<float>() + r * N;
-      double sum = 0.0;
-      for (int64_t i = 0; i < N; ++i) sum += in[i];
-      const double mean = sum / double(N);
-      double sq = 0.0;
-      for (int64_t i = 0; i < N; ++i) sq += (in[i] - mean) * (in[i] - mean);
-      const double inv_std = 1.0 / std::sqrt(sq / double(N) + double(eps));
-      for (int64_t i = 0; i < N; ++i) out[i] = float((in[i] - mean) * inv_std) * g[i] + b[i];
-    }
-  });
-}
-
 namespace {
+
+// out = (in - mean) / sqrt(var + eps) * gamma + beta for one row; statistics in double.
+void layer_norm_row(const float* in, const float* gamma, const float* beta, float eps, int64_t n, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += in[i];
+  const double mean = sum / double(n);
+  double sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sq += (in[i] - mean) * (in[i] - mean);
+  const double inv_std = 1.0 / std::sqrt(sq / double(n) + double(eps));
+  for (int64_t i = 0; i < n; ++i) out[i] = float((in[i] - mean) * inv_std) * gamma[i] + beta[i];
+}
 
 // out = in / sqrt(mean(in^2) + eps) * gamma for one row; out may alias in.
 void rms_norm_row(const float* in, const float* gamma, float eps, int64_t n, float* out) {
@@ -64,7 +52,28 @@ void rms_norm_row(const float* in, const float* gamma, float eps, int64_t n, flo
   for (int64_t i = 0; i < n; ++i) out[i] = (in[i] * inv_rms) * gamma[i];
 }
 
+// x += scale ⊙ y for one row; a null scale means 1.
+void scale_add_row(float* x, const float* y, const float* scale, int64_t n) {
+  if (scale) {
+    for (int64_t i = 0; i < n; ++i) x[i] += scale[i] * y[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+}
+
 }  // namespace
+
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
+  check_host(x, DType::F32, "layer_norm", "x");
+  const int64_t M = rows_of(x), N = cols_of(x);
+  check_matrix(y, M, N, "layer_norm", "y");
+  check_vector(gamma, N, DType::F32, "layer_norm", "gamma");
+  check_vector(beta, N, DType::F32, "layer_norm", "beta");
+  parallel_rows(M, 8.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      layer_norm_row(x.ptr<float>() + r * N, gamma.ptr<float>(), beta.ptr<float>(), eps, N, y.ptr<float>() + r * N);
+  });
+}
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) {
   check_host(x, DType::F32, "rms_norm", "x");
@@ -87,7 +96,7 @@ void CpuBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& g
     for (int64_t r = begin; r < end; ++r) {
       float* res = residual.ptr<float>() + r * N;
       const float* add = x.ptr<float>() + r * N;
-      for (int64_t i = 0; i < N; ++i) res[i] += add[i];  // the whole row before y: y may alias x
+      scale_add_row(res, add, nullptr, N);  // the whole row before y: y may alias x
       rms_norm_row(res, gamma.ptr<float>(), eps, N, y.ptr<float>() + r * N);
     }
   });
@@ -125,14 +134,29 @@ void CpuBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
   if (!scale.empty()) check_vector(scale, N, DType::F32, "scale_add", "scale");
   const float* s = scale.empty() ? nullptr : scale.ptr<float>();
   parallel_rows(M, 2.0 * double(N), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) scale_add_row(x.ptr<float>() + r * N, y.ptr<float>() + r * N, s, N);
+  });
+}
+
+void CpuBackend::scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                                const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
+  check_host(x, DType::F32, "scale_add_norm", "x");
+  const int64_t M = rows_of(x), N = cols_of(x);
+  check_matrix(branch, M, N, "scale_add_norm", "branch");
+  check_matrix(y, M, N, "scale_add_norm", "y");
+  FOVEA_CHECK(y.data != x.data, "scale_add_norm: y aliases x");
+  if (!scale.empty()) check_vector(scale, N, DType::F32, "scale_add_norm", "scale");
+  check_vector(gamma, N, DType::F32, "scale_add_norm", "gamma");
+  if (kind == NormKind::Layer) check_vector(beta, N, DType::F32, "scale_add_norm", "beta");
+  else FOVEA_CHECK(beta.empty(), "scale_add_norm: RMSNorm takes no beta");
+  const float* s = scale.empty() ? nullptr : scale.ptr<float>();
+  parallel_rows(M, 10.0 * double(N), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      float* out = x.ptr<float>() + r * N;
-      const float* in = y.ptr<float>() + r * N;
-      if (s) {
-        for (int64_t i = 0; i < N; ++i) out[i] += s[i] * in[i];
-      } else {
-        for (int64_t i = 0; i < N; ++i) out[i] += in[i];
-      }
+      float* res = x.ptr<float>() + r * N;
+      float* out = y.ptr<float>() + r * N;
+      scale_add_row(res, branch.ptr<float>() + r * N, s, N);  // the whole row before y: y may alias branch
+      if (kind == NormKind::Layer) layer_norm_row(res, gamma.ptr<float>(), beta.ptr<float>(), eps, N, out);
+      else rms_norm_row(res, gamma.ptr<float>(), eps, N, out);
     }
   });
 }

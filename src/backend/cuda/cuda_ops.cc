@@ -198,7 +198,7 @@ void CudaBackend::add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& 
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "add_rms_norm output") == rows, "add_rms_norm: output shape");
   expect_numel(gamma, DType::BF16, cols, "add_rms_norm gamma");
   OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("add_rms_norm", rows); });
-  launch_add_rms_norm(mbf(residual), cbf(x), cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
+  launch_scale_add_rms_norm(mbf(residual), cbf(x), nullptr, cbf(gamma), eps, mbf(y), int(rows), int(cols), stream_);
 }
 
 void CudaBackend::qk_rms_norm(Tensor& qkv, const Tensor& q_gamma, const Tensor& k_gamma, int heads, int kv_heads,
@@ -227,6 +227,29 @@ void CudaBackend::scale_add(Tensor& x, const Tensor& y, const Tensor& scale) {
   if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add scale");
   OpScope scope(profiler_.get(), OpCategory::Elementwise, [&] { return rows_label("scale_add", rows); });
   launch_scale_add(mbf(x), cbf(y), scale.empty() ? nullptr : cbf(scale), int(rows), int(cols), stream_);
+}
+
+void CudaBackend::scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                                 const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {
+  const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "scale_add_norm x");
+  FOVEA_CHECK(rows_of(branch, DType::BF16, cols, "scale_add_norm branch") == rows, "scale_add_norm: shapes ",
+              shape_str(x.shape), " ", shape_str(branch.shape));
+  FOVEA_CHECK(rows_of(y, DType::BF16, cols, "scale_add_norm output") == rows, "scale_add_norm: output shape");
+  FOVEA_CHECK(y.data != x.data, "scale_add_norm: y aliases x");
+  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add_norm scale");
+  expect_numel(gamma, DType::BF16, cols, "scale_add_norm gamma");
+  const bf16* scale_ptr = scale.empty() ? nullptr : cbf(scale);
+  if (kind == NormKind::Rms) {
+    FOVEA_CHECK(beta.empty(), "scale_add_norm: RMSNorm takes no beta");
+    OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("scale_add_rms_norm", rows); });
+    launch_scale_add_rms_norm(mbf(x), cbf(branch), scale_ptr, cbf(gamma), eps, mbf(y), int(rows), int(cols),
+                              stream_);
+  } else {
+    expect_numel(beta, DType::BF16, cols, "scale_add_norm beta");
+    OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("scale_add_layer_norm", rows); });
+    launch_scale_add_layer_norm(mbf(x), cbf(branch), scale_ptr, cbf(gamma), cbf(beta), eps, mbf(y), int(rows),
+                                int(cols), stream_);
+  }
 }
 
 void CudaBackend::silu_mul(const Tensor& gate_up, Tensor& y) {

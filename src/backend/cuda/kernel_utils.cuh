@@ -1,5 +1,6 @@
-// Device helpers shared by the kernels: 8-wide bf16 loads/stores (16-byte accesses) with a scalar fallback, and
-// block-wide reductions; and allow_shared_memory(), the launch attributes of kernels with large shared memory.
+// Device helpers shared by the kernels: 8-wide bf16 loads/stores (16-byte accesses) with a scalar fallback, the
+// residual update, and block-wide reductions; and allow_shared_memory(), the launch attributes of kernels with
+// large shared memory.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -40,6 +41,26 @@ __device__ __forceinline__ void store_bf16(__nv_bfloat16* p, const float* v) {
 #pragma unroll
     for (int i = 0; i < W; ++i) p[i] = __float2bfloat16(v[i]);
   }
+}
+
+// x[0..W) += scale[0..W) ⊙ y[0..W) (scale null: 1) in float32, one fused multiply-add per element, stored as
+// bf16; v gets the stored values. Every kernel that updates a residual stream goes through here (scale_add and the
+// norms' residual forms), so the residuals they store are bit-identical.
+template <int W>
+__device__ __forceinline__ void scale_add_bf16(__nv_bfloat16* x, const __nv_bfloat16* y, const __nv_bfloat16* scale,
+                                               float* v) {
+  float b[W], s[W];
+  load_bf16<W>(x, v);
+  load_bf16<W>(y, b);
+  if (scale) {
+    load_bf16<W>(scale, s);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W; ++i) s[i] = 1.f;
+  }
+#pragma unroll
+  for (int i = 0; i < W; ++i) v[i] = __bfloat162float(__float2bfloat16(__fmaf_rn(s[i], b[i], v[i])));
+  store_bf16<W>(x, v);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

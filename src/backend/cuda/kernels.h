@@ -16,8 +16,13 @@ using bf16 = __nv_bfloat16;
 void launch_layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int rows, int cols,
                        cudaStream_t stream);
 void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols, cudaStream_t stream);
-void launch_add_rms_norm(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
-                         cudaStream_t stream);
+// residual += scale ⊙ x (scale may be null: 1), stored bit-identical to launch_scale_add, then
+// y = LayerNorm / RMSNorm of the stored residual: launch_scale_add followed by launch_layer_norm / launch_rms_norm in
+// one kernel. y may alias x, not residual.
+void launch_scale_add_layer_norm(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma,
+                                 const bf16* beta, float eps, bf16* y, int rows, int cols, cudaStream_t stream);
+void launch_scale_add_rms_norm(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma, float eps,
+                               bf16* y, int rows, int cols, cudaStream_t stream);
 
 // ---- q/k RMSNorm (kernels_qk_norm.cu) ----
 // In place on each qkv row [(heads + 2 kv_heads) * head_dim]: every group of q_group values of the q part (head_dim

@@ -17,18 +17,8 @@ __global__ void scale_add_kernel(bf16* x, const bf16* y, const bf16* scale, int6
   const int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * W;
   if (i >= total) return;
   const int c = int(i % cols);
-  float a[W], b[W], s[W];
-  load_bf16<W>(x + i, a);
-  load_bf16<W>(y + i, b);
-  if (scale) {
-    load_bf16<W>(scale + c, s);
-  } else {
-#pragma unroll
-    for (int k = 0; k < W; ++k) s[k] = 1.f;
-  }
-#pragma unroll
-  for (int k = 0; k < W; ++k) a[k] += s[k] * b[k];
-  store_bf16<W>(x + i, a);
+  float sum[W];
+  scale_add_bf16<W>(x + i, y + i, scale ? scale + c : nullptr, sum);
 }
 
 template <int W>

@@ -1,6 +1,7 @@
-// LayerNorm, RMSNorm and the fused residual-add + RMSNorm: one block per row, float32 statistics, 16-byte
-// accesses when the row length allows (W = 8), a scalar path otherwise (W = 1). Rows are re-read from L1/L2
-// between passes rather than held in registers, so any row length works with one kernel.
+// LayerNorm and RMSNorm, each also in a residual form (residual += scale ⊙ x, then normalise the residual, with
+// scale_add's arithmetic): one block per row, float32 statistics, 16-byte accesses when the row length allows
+// (W = 8), a scalar path otherwise (W = 1). Rows are re-read from L1/L2 between passes rather than held in
+// registers, so any row length works with one kernel.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernel_utils.cuh"
@@ -11,17 +12,29 @@ namespace {
 
 int norm_threads(int cols) { return cols >= 2048 ? 256 : 128; }
 
+// A W-wide chunk of a row for a norm's first pass: x itself, or with residual != null the residual after
+// residual += scale ⊙ x (scale may be null: 1), stored exactly as launch_scale_add stores it.
 template <int W>
-__global__ void layer_norm_kernel(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int cols) {
+__device__ __forceinline__ void first_pass_chunk(bf16* residual, const bf16* x, const bf16* scale, int64_t base,
+                                                 int c, float* v) {
+  if (residual) scale_add_bf16<W>(residual + base + c, x + base + c, scale ? scale + c : nullptr, v);
+  else load_bf16<W>(x + base + c, v);
+}
+
+// With residual != null the row normalised is the residual after the first pass's update. Each thread re-reads
+// only the chunks it wrote itself, so no barrier is needed for that update.
+template <int W>
+__global__ void layer_norm_kernel(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma,
+                                  const bf16* beta, float eps, bf16* y, int cols) {
   __shared__ float scratch[32];
   wait_for_upstream();
   release_downstream();
-  const bf16* row = x + int64_t(blockIdx.x) * cols;
-  bf16* out = y + int64_t(blockIdx.x) * cols;
+  const int64_t base = int64_t(blockIdx.x) * cols;
+  const bf16* row = residual ? residual + base : x + base;
   float v[W], g[W], b[W];
   float sum = 0.f;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    load_bf16<W>(row + c, v);
+    first_pass_chunk<W>(residual, x, scale, base, c, v);
 #pragma unroll
     for (int i = 0; i < W; ++i) sum += v[i];
   }
@@ -40,34 +53,26 @@ __global__ void layer_norm_kernel(const bf16* x, const bf16* gamma, const bf16* 
     load_bf16<W>(beta + c, b);
 #pragma unroll
     for (int i = 0; i < W; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
-    store_bf16<W>(out + c, v);
+    store_bf16<W>(y + base + c, v);
   }
 }
 
-// With residual != null: residual += x (rounded to bf16, as stored), then normalise the new residual.
+// Residual form as in layer_norm_kernel.
 template <int W>
-__global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int cols) {
+__global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma, float eps,
+                                bf16* y, int cols) {
   __shared__ float scratch[32];
   wait_for_upstream();
   release_downstream();
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
-  float v[W], a[W], g[W];
+  float v[W], g[W];
   float sq = 0.f;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    if (residual) {
-      load_bf16<W>(residual + base + c, v);
-      load_bf16<W>(x + base + c, a);
-#pragma unroll
-      for (int i = 0; i < W; ++i) v[i] = __bfloat162float(__float2bfloat16(v[i] + a[i]));
-      store_bf16<W>(residual + base + c, v);
-    } else {
-      load_bf16<W>(row + c, v);
-    }
+    first_pass_chunk<W>(residual, x, scale, base, c, v);
 #pragma unroll
     for (int i = 0; i < W; ++i) sq += v[i] * v[i];
   }
-  // Each thread re-reads only the chunks it wrote itself, so no barrier is needed for the residual update.
   const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
     load_bf16<W>(row + c, v);
@@ -85,35 +90,45 @@ bool can_vectorise(int cols, std::initializer_list<const void*> ptrs) {
   return true;
 }
 
-void launch_rms(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
-                cudaStream_t stream) {
+void launch_layer(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma, const bf16* beta, float eps,
+                  bf16* y, int rows, int cols, cudaStream_t stream) {
   if (rows == 0) return;
   const int threads = norm_threads(cols);
-  if (can_vectorise(cols, {residual, x, gamma, y}))
-    launch_dependent(rms_norm_kernel<8>, rows, threads, 0, stream, residual, x, gamma, eps, y, cols);
+  if (can_vectorise(cols, {residual, x, scale, gamma, beta, y}))
+    launch_dependent(layer_norm_kernel<8>, rows, threads, 0, stream, residual, x, scale, gamma, beta, eps, y, cols);
   else
-    launch_dependent(rms_norm_kernel<1>, rows, threads, 0, stream, residual, x, gamma, eps, y, cols);
+    launch_dependent(layer_norm_kernel<1>, rows, threads, 0, stream, residual, x, scale, gamma, beta, eps, y, cols);
+}
+
+void launch_rms(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma, float eps, bf16* y, int rows,
+                int cols, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int threads = norm_threads(cols);
+  if (can_vectorise(cols, {residual, x, scale, gamma, y}))
+    launch_dependent(rms_norm_kernel<8>, rows, threads, 0, stream, residual, x, scale, gamma, eps, y, cols);
+  else
+    launch_dependent(rms_norm_kernel<1>, rows, threads, 0, stream, residual, x, scale, gamma, eps, y, cols);
 }
 
 }  // namespace
 
 void launch_layer_norm(const bf16* x, const bf16* gamma, const bf16* beta, float eps, bf16* y, int rows, int cols,
                        cudaStream_t stream) {
-  if (rows == 0) return;
-  const int threads = norm_threads(cols);
-  if (can_vectorise(cols, {x, gamma, beta, y}))
-    launch_dependent(layer_norm_kernel<8>, rows, threads, 0, stream, x, gamma, beta, eps, y, cols);
-  else
-    launch_dependent(layer_norm_kernel<1>, rows, threads, 0, stream, x, gamma, beta, eps, y, cols);
+  launch_layer(nullptr, x, nullptr, gamma, beta, eps, y, rows, cols, stream);
 }
 
 void launch_rms_norm(const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols, cudaStream_t stream) {
-  launch_rms(nullptr, x, gamma, eps, y, rows, cols, stream);
+  launch_rms(nullptr, x, nullptr, gamma, eps, y, rows, cols, stream);
 }
 
-void launch_add_rms_norm(bf16* residual, const bf16* x, const bf16* gamma, float eps, bf16* y, int rows, int cols,
-                         cudaStream_t stream) {
-  launch_rms(residual, x, gamma, eps, y, rows, cols, stream);
+void launch_scale_add_layer_norm(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma,
+                                 const bf16* beta, float eps, bf16* y, int rows, int cols, cudaStream_t stream) {
+  launch_layer(residual, x, scale, gamma, beta, eps, y, rows, cols, stream);
+}
+
+void launch_scale_add_rms_norm(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma, float eps,
+                               bf16* y, int rows, int cols, cudaStream_t stream) {
+  launch_rms(residual, x, scale, gamma, eps, y, rows, cols, stream);
 }
 
 }  // namespace fovea::cuda
