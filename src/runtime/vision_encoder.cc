@@ -67,30 +67,40 @@ Tensor VisionEncoder::rgb_tiles(int tiles) const {
 }
 
 // norm1 / norm2: LayerNorm (InternViT-300M) or RMSNorm without bias (InternViT-6B).
-void VisionEncoder::norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) {
-  const VisionConfig& v = desc_.vision;
-  if (v.norm == VitNorm::RmsNorm) be_.rms_norm(x, gamma, v.norm_eps, y);
-  else be_.layer_norm(x, gamma, beta, v.norm_eps, y);
+NormKind VisionEncoder::norm_kind() const {
+  return desc_.vision.norm == VitNorm::RmsNorm ? NormKind::Rms : NormKind::Layer;
 }
 
-void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
+void VisionEncoder::norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) {
+  if (norm_kind() == NormKind::Rms) be_.rms_norm(x, gamma, desc_.vision.norm_eps, y);
+  else be_.layer_norm(x, gamma, beta, desc_.vision.norm_eps, y);
+}
+
+// The residual stream takes each layer-scaled branch in the op that computes the next norm, so x is read and
+// written once per branch instead of once more by a separate scale_add. `pending_ls2` is the previous layer's
+// ls2 (null for the first layer): its fc2 output is still in branch_. This layer leaves its own fc2 output there,
+// for the next layer or run_ops to fold in.
+void VisionEncoder::vit_layer(const VitLayerWeights& w, const Tensor* pending_ls2, int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t rows = int64_t(tiles) * v.tokens();
   Tensor x = x_.rows(0, rows), normed = normed_.rows(0, rows), qkv = qkv_.rows(0, rows);
   Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
   const int head_dim = v.hidden / v.heads;
   // x += ls1 * proj(attention(norm1(x))), with InternViT-6B's q/k RMSNorm over all heads before the attention
-  norm(x, w.norm1_w, w.norm1_b, normed);
+  if (pending_ls2) {
+    be_.scale_add_norm(x, branch, *pending_ls2, norm_kind(), w.norm1_w, w.norm1_b, v.norm_eps, normed);
+  } else {
+    norm(x, w.norm1_w, w.norm1_b, normed);
+  }
   apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
   if (v.qk_norm) be_.qk_rms_norm(qkv, w.q_norm, w.k_norm, v.heads, v.heads, head_dim, v.qk_norm_eps);
   be_.attention_dense(qkv, tiles, v.tokens(), v.heads, head_dim, attn);
   apply_linear(be_, attn, w.proj_w, w.proj8, w.proj_b, branch);
-  be_.scale_add(x, branch, w.ls1);
-  // x += ls2 * fc2(gelu(fc1(norm2(x))))
-  norm(x, w.norm2_w, w.norm2_b, normed);
+  // x += ls1 * branch while norm2 is computed; then x += ls2 * fc2(gelu(fc1(norm2(x)))), that add left to the
+  // next norm
+  be_.scale_add_norm(x, branch, w.ls1, norm_kind(), w.norm2_w, w.norm2_b, v.norm_eps, normed);
   apply_linear(be_, normed, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
   apply_linear(be_, mlp, w.fc2_w, w.fc2_8, w.fc2_b, branch);
-  be_.scale_add(x, branch, w.ls2);
 }
 
 void VisionEncoder::project(int tiles) {
@@ -144,7 +154,12 @@ void VisionEncoder::run_ops(int tiles, PixelInput input) {
   be_.linear(patches, w_.patch_w, w_.patch_b, patch_emb);
   Tensor x = x_.rows(0, int64_t(tiles) * v.tokens());
   be_.vit_embed(patch_emb, w_.cls, w_.pos, tiles, x);
-  for (const VitLayerWeights& layer : w_.layers) vit_layer(layer, tiles);
+  const Tensor* pending_ls2 = nullptr;
+  for (const VitLayerWeights& layer : w_.layers) {
+    vit_layer(layer, pending_ls2, tiles);
+    pending_ls2 = &layer.ls2;
+  }
+  if (pending_ls2) be_.scale_add(x, branch_.rows(0, x.dim(0)), *pending_ls2);  // the last layer's MLP branch
   project(tiles);
 }
 

@@ -47,8 +47,9 @@ class VisionEncoder {
   int recordings() const { return int(recordings_.size()); }
 
  private:
+  NormKind norm_kind() const;
   void norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y);
-  void vit_layer(const VitLayerWeights& w, int tiles);
+  void vit_layer(const VitLayerWeights& w, const Tensor* pending_ls2, int tiles);
   void project(int tiles);
   void run_ops(int tiles, PixelInput input);
   Tensor alloc(DType dtype, const Shape& shape);
