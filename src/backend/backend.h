@@ -38,6 +38,16 @@ struct PagedAttentionBatch {
   int max_ctx_len = 0;
 };
 
+// An activation already quantized to E4M3 for linear_fp8_rows, one scale per row (token): codes [M, K]
+// (DType::F8E4M3) and scales [M] (F32), each max|row| / 448 (1 for an all-zero row) and code f32_to_e4m3(x /
+// scale): what linear_fp8_scaled's Channel recipe makes of x itself. The fused producers (add_rms_norm_fp8,
+// silu_mul_fp8) write it directly, so those activations never take a separate quantization pass.
+struct Fp8Rows {
+  Tensor codes, scales;
+  Fp8Rows rows(int64_t r0, int64_t r1) const { return {codes.rows(r0, r1), scales.rows(r0, r1)}; }
+  int64_t count() const { return codes.empty() ? 0 : codes.dim(0); }
+};
+
 // A 4-bit weight-only (W4A16) linear weight W [N, K], the layout linear_w4 reads (why this layout:
 // backend/cuda/gemm_w4.h; the index arithmetic: backend/w4_layout.h). The loader repacks AWQ / GPTQ checkpoints
 // into it (model/w4_repack.h). Stored column c of W holds input column perm[c] (identity when perm is empty);
@@ -111,6 +121,11 @@ class Backend {
   // Channel and Block a row's result depends on that row alone (batch-invariant quantization).
   virtual void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                                  const Tensor& bias, Tensor& y, Activation act = Activation::None) = 0;
+  // linear_fp8_scaled with Fp8Scaling::Channel on an activation quantized beforehand:
+  // y[m,n] = (sum_k x.codes[m,k]·w8[n,k]) * x.scales[m] * w_scale[n] + bias[n]; the same bits as
+  // linear_fp8_scaled(Channel) on the activation that x was quantized from.
+  virtual void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
+                               Tensor& y) = 0;
   // W4A16: y[M,N] = x[M,K] · W^T + bias[N] (bias may be empty), W[n, perm[c]] = bf16(float(q - z) * s) for the
   // (q, z, s) of stored column c: exactly the bf16 weight model/w4_dequant.h makes of the same checkpoint, so the
   // result equals linear() on that weight up to the order of the float32 sums. `workspace` is a U8 tensor of at
@@ -124,6 +139,10 @@ class Backend {
   virtual void rms_norm(const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
   // residual += x; y = rms_norm(residual). residual, x, y: [M,N].
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
+  // residual += x (x may be empty: residual is only read), then y = the Channel quantization (Fp8Rows) of
+  // rms_norm(residual) rounded to the compute dtype: the codes and scales add_rms_norm (or rms_norm) followed by
+  // linear_fp8_scaled's own quantization would make. y.codes [M,N], y.scales [M].
+  virtual void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) = 0;
   // In-place RMSNorm of the q and k parts of qkv [T, (H + 2*KV)*D] (v is left alone): x / sqrt(mean(x^2) + eps) *
   // gamma, statistics in float32. Each part's scope follows the size of its gamma: q_gamma [D] normalises every
   // q head on its own (Qwen3's q_norm), q_gamma [H*D] all q heads of a token together (InternViT-6B's q_norm over
@@ -140,6 +159,8 @@ class Backend {
                               const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
   // y[M,F] = silu(gate_up[:, :F]) * gate_up[:, F:], gate_up [M, 2F].
   virtual void silu_mul(const Tensor& gate_up, Tensor& y) = 0;
+  // y = the Channel quantization (Fp8Rows) of silu_mul(gate_up) rounded to the compute dtype; y.codes [M,F].
+  virtual void silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) = 0;
   // y[T,H] = table[ids[t]]; ids [T] I32, table [V,H] (weight dtype). Out-of-range ids throw on CPU and are
   // clamped-and-flagged on CUDA (the host validates ids before they get here).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& y) = 0;

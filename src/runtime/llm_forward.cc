@@ -32,6 +32,20 @@ KvCache alloc_kv_cache(const LlmConfig& config, Backend& backend, int blocks, in
   return kv;
 }
 
+namespace {
+
+// Whether every layer's qkv, gate_up and down weights are FP8 with per-token activation scales: the linears whose
+// inputs the forward can take already quantized from their producers.
+bool quantizes_by_rows(const LlmWeights& w) {
+  if (w.layers.empty()) return false;
+  for (const LlmLayerWeights& l : w.layers)
+    for (const Fp8Linear* f : {&l.qkv8, &l.gate_up8, &l.down8})
+      if (f->empty() || f->scaling != Fp8Scaling::Channel) return false;
+  return true;
+}
+
+}  // namespace
+
 Tensor LlmForward::alloc(DType dtype, const Shape& shape) {
   Tensor t = be_.alloc(dtype, shape);
   workspace_bytes_ += t.nbytes();
@@ -63,13 +77,19 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
   sample_rows_ = alloc(DType::I32, {S});
   answer_ids_ = alloc(DType::I32, {S * std::max(sizes.max_answer_ids, 1)});
   x_ = alloc(act, {T, H});
-  normed_ = alloc(act, {T, H});
   qkv_ = alloc(act, {T, int64_t(c.heads + 2 * c.kv_heads) * D});
   attn_ = alloc(act, {T, int64_t(c.heads) * D});
   branch_ = alloc(act, {T, H});
   const int64_t mlp_rows = std::min<int64_t>(sizes.mlp_rows, T);
   gate_up_ = alloc(act, {mlp_rows, 2 * int64_t(c.ffn)});
-  act_ = alloc(act, {mlp_rows, int64_t(c.ffn)});
+  fp8_rows_ = quantizes_by_rows(weights);
+  if (fp8_rows_) {
+    normed8_ = {alloc(DType::F8E4M3, {T, H}), alloc(DType::F32, {T})};
+    act8_ = {alloc(DType::F8E4M3, {mlp_rows, int64_t(c.ffn)}), alloc(DType::F32, {mlp_rows})};
+  } else {
+    normed_ = alloc(act, {T, H});
+    act_ = alloc(act, {mlp_rows, int64_t(c.ffn)});
+  }
   last_x_ = alloc(act, {S, H});
   last_branch_ = alloc(act, {S, H});
   last_normed_ = alloc(act, {S, H});
@@ -100,25 +120,37 @@ void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
   const int64_t slice = gate_up_.dim(0);
   for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
     const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
-    Tensor gate_up = gate_up_.rows(0, r1 - r0), act = act_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
-    apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
-    be_.silu_mul(gate_up, act);
-    apply_linear(be_, act, w.down_w, w.down8, w.down4, Tensor{}, out);
+    Tensor gate_up = gate_up_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
+    if (fp8_rows_) {
+      Fp8Rows act8 = act8_.rows(0, r1 - r0);
+      be_.linear_fp8_rows(normed8_.rows(r0, r1), w.gate_up8.codes, w.gate_up8.scale, Tensor{}, gate_up);
+      be_.silu_mul_fp8(gate_up, act8);
+      be_.linear_fp8_rows(act8, w.down8.codes, w.down8.scale, Tensor{}, out);
+    } else {
+      Tensor act = act_.rows(0, r1 - r0);
+      apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
+      be_.silu_mul(gate_up, act);
+      apply_linear(be_, act, w.down_w, w.down8, w.down4, Tensor{}, out);
+    }
   }
 }
 
 void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv) {
   const LlmConfig& c = desc_.llm;
   const LlmLayerWeights& w = w_.layers[size_t(index)];
-  Tensor x = x_.rows(0, tokens), normed = normed_.rows(0, tokens), qkv = qkv_.rows(0, tokens);
+  Tensor x = x_.rows(0, tokens), qkv = qkv_.rows(0, tokens);
   Tensor attn = attn_.rows(0, tokens), branch = branch_.rows(0, tokens);
   // The previous layer's MLP output is still in branch: fold it into the residual while normalising.
-  if (index == 0) {
-    be_.rms_norm(x, w.attn_norm, c.rms_eps, normed);
+  if (fp8_rows_) {
+    Fp8Rows normed8 = normed8_.rows(0, tokens);
+    be_.add_rms_norm_fp8(x, index == 0 ? Tensor{} : branch, w.attn_norm, c.rms_eps, normed8);
+    be_.linear_fp8_rows(normed8, w.qkv8.codes, w.qkv8.scale, w.qkv_b, qkv);
   } else {
-    be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
+    Tensor normed = normed_.rows(0, tokens);
+    if (index == 0) be_.rms_norm(x, w.attn_norm, c.rms_eps, normed);
+    else be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
+    apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
   }
-  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
   const Tensor positions = positions_.rows(0, tokens), slots = slots_.rows(0, tokens);
   if (c.qk_norm) {  // Qwen3: per-head q/k RMSNorm before rope
     be_.qk_norm_rope_kv_write(qkv, w.q_norm, w.k_norm, c.rms_eps, positions, slots, c.heads, c.kv_heads, c.head_dim,
@@ -128,7 +160,13 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   }
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
   apply_linear(be_, attn, w.o_w, w.o8, w.o4, Tensor{}, branch);
-  be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
+  if (fp8_rows_) {
+    Fp8Rows normed8 = normed8_.rows(0, tokens);
+    be_.add_rms_norm_fp8(x, branch, w.ffn_norm, c.rms_eps, normed8);
+  } else {
+    Tensor normed = normed_.rows(0, tokens);
+    be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
+  }
   mlp(w, tokens);
 }
 

@@ -67,12 +67,18 @@ class LlmForward {
   Tensor ids_, positions_, slots_, cu_q_, ctx_len_, block_table_, sample_rows_, answer_ids_;
   // Activations.
   Tensor x_;                                   // [T, H] residual stream
-  Tensor normed_;                              // [T, H]
+  Tensor normed_;                              // [T, H] (not with fp8_rows_)
   Tensor qkv_;                                 // [T, (NH + 2 KV) D]
   Tensor attn_;                                // [T, NH D]
   Tensor branch_;                              // [T, H] attention / MLP output before the residual add
   Tensor gate_up_;                             // [mlp_rows, 2F]
-  Tensor act_;                                 // [mlp_rows, F]
+  Tensor act_;                                 // [mlp_rows, F] (not with fp8_rows_)
+  // FP8 per-token weights (Fp8Scaling::Channel): the qkv and gate_up inputs leave their RMSNorm, and the down
+  // input its SiLU·mul, already quantized (Backend::add_rms_norm_fp8, silu_mul_fp8), so no separate quantization
+  // pass runs for them. Empty otherwise.
+  bool fp8_rows_ = false;
+  Fp8Rows normed8_;                            // [T, H] codes, [T] scales
+  Fp8Rows act8_;                               // [mlp_rows, F] codes, [mlp_rows] scales
   Tensor last_x_, last_branch_, last_normed_;  // [max_seqs, H] the sampled rows
   Tensor logits_;                              // [logits_rows, V]
   Tensor argmax_ids_;                          // [logits_rows] I32

@@ -45,6 +45,15 @@ class RecordingBackend final : public Backend {
                          Activation a) override {
     op([=, this]() mutable { in_->linear_fp8_scaled(x, w8, ws, s, b, y, a); });
   }
+  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y) override {
+    op([=, this]() mutable { in_->linear_fp8_rows(x, w8, ws, b, y); });
+  }
+  void add_rms_norm_fp8(Tensor& r, const Tensor& x, const Tensor& g, float eps, Fp8Rows& y) override {
+    op([=, this]() mutable { in_->add_rms_norm_fp8(r, x, g, eps, y); });
+  }
+  void silu_mul_fp8(const Tensor& gu, Fp8Rows& y) override {
+    op([=, this]() mutable { in_->silu_mul_fp8(gu, y); });
+  }
   void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& b, Tensor& y, Tensor& ws) override {
     op([=, this]() mutable { in_->linear_w4(x, w, b, y, ws); });
   }

@@ -72,6 +72,10 @@ class CudaBackend final : public Backend {
                 KvCacheLayer& cache) override;
   void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                          const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
+  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
+                       Tensor& y) override;
+  void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) override;
+  void silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;
   // One kernel (launch_qk_norm_rope_kv_write) unless the shape does not fit it.
@@ -97,6 +101,10 @@ class CudaBackend final : public Backend {
   std::string profile_report();
 
  private:
+  // The scaled FP8 GEMM on a quantized activation x8 (x_scale: the recipe's activation scales) into out [m, n],
+  // with the bias and GELU in cuBLASLt's epilogue where it has one for these scale modes, else in a pass after.
+  void fp8_gemm(const uint8_t* x8, const float* x_scale, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
+                const __nv_bfloat16* bias, __nv_bfloat16* out, int64_t m, int64_t n, int64_t k, Activation act);
   // linear_fp8_scaled's buffer for the quantized activation and its per-token / per-block scales, at least
   // `bytes` (and the per-tensor stats floats); grows only outside graph captures.
   uint8_t* fp8_activation_buffer(size_t bytes);

@@ -4,40 +4,10 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/quantize_fp8.h"
+#include "backend/cuda/op_checks.h"
 #include "backend/w4_layout.h"
 
 namespace fovea::cuda {
-namespace {
-
-const bf16* cbf(const Tensor& t) { return static_cast<const bf16*>(t.data); }
-bf16* mbf(Tensor& t) { return static_cast<bf16*>(t.data); }
-const int* ci32(const Tensor& t) { return static_cast<const int*>(t.data); }
-
-// Checks device, dtype and element count; returns rows when viewed as [rows, cols] (cols = last dimension).
-int64_t rows_of(const Tensor& t, DType dtype, int64_t cols, const char* what) {
-  FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
-  FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
-  FOVEA_CHECK(t.rank() >= 1 && t.dim(-1) == cols, what, ": shape ", shape_str(t.shape), ", expected last dim ",
-              cols);
-  return t.numel() / cols;
-}
-
-void expect(const Tensor& t, DType dtype, const Shape& shape, const char* what) {
-  FOVEA_CHECK(t.device == Device::CUDA && (!t.empty() || t.numel() == 0), what, " must be a CUDA tensor");
-  check_tensor(t, dtype, shape, what);
-}
-
-// The label of an op whose cost follows its row count.
-std::string rows_label(const char* op, int64_t rows) { return str(op, " rows=", rows); }
-
-void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char* what) {
-  FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
-  FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
-  FOVEA_CHECK(t.numel() == numel, what, ": shape ", shape_str(t.shape), ", expected ", numel, " elements");
-}
-
-}  // namespace
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) {
   FOVEA_CHECK(w.rank() == 2, "linear: weight shape ", shape_str(w.shape));
@@ -54,75 +24,6 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
   OpScope scope(profiler_.get(), OpCategory::Gemm,
                 [&] { return str("linear M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue)); });
   gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
-}
-
-// The activation's codes, then (Channel, Block) its scales 256 bytes further on, in one buffer. Block scales: on
-// the H200 (cuBLASLt 13) every VEC128 x BLK128x128 algorithm refused M % 4 != 0 (status 15, session 6's device
-// run), so the GEMM runs on M rounded up to 4: the padding rows' codes and scales are zeroed (their outputs are 0
-// and never read), the product goes to a scratch [M4, N] after the scales and its first M rows are copied to y.
-// Each output row depends only on its own input row, so the padding changes no real row.
-void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
-                                    const Tensor& bias, Tensor& y, Activation act) {
-  FOVEA_CHECK(w8.rank() == 2, "linear_fp8: weight shape ", shape_str(w8.shape));
-  const int64_t n = w8.dim(0), k = w8.dim(1);
-  expect(w8, DType::F8E4M3, {n, k}, "linear_fp8 weight");
-  FOVEA_CHECK(k % 16 == 0 && n % 8 == 0, "linear_fp8: K = ", k, " must be a multiple of 16 and N = ", n, " of 8");
-  expect(w_scale, DType::F32, fp8_weight_scale_shape(scaling, n, k), "linear_fp8 weight scale");
-  const int64_t m = rows_of(x, DType::BF16, k, "linear_fp8 input");
-  FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear_fp8 output") == m, "linear_fp8: output ", shape_str(y.shape),
-              " for input ", shape_str(x.shape));
-  if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8 bias");
-  const bool block = fp8_activation_blocks(scaling);
-  const bool channel_after = scaling == Fp8Scaling::ChannelAct128;  // the block GEMM, then x w_scale[n]
-  const int64_t group = block ? kFp8Block : k;
-  const int64_t m_gemm = block ? fp8_activation_scale_ld(m) : m;  // rows the GEMM sees
-  const bool padded = m_gemm != m;
-  const auto round256 = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  const size_t codes_bytes = round256(size_t(m_gemm) * size_t(k));
-  const int64_t groups = (k + group - 1) / group;
-  const size_t scale_bytes = scaling == Fp8Scaling::Tensor ? 0 : round256(size_t(m_gemm) * size_t(groups) * 4);
-  const size_t y_bytes = padded ? size_t(m_gemm) * size_t(n) * sizeof(bf16) : 0;
-  uint8_t* activation = fp8_activation_buffer(codes_bytes + scale_bytes + y_bytes);
-  if (!fp8_gemm_) {
-    fp8_gemm_ = std::make_unique<LtFp8Gemm>(stream_, *gemm_);
-    fp8_gemm_->set_batch_invariant(batch_invariant_);
-  }
-  const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
-  OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
-    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue),
-               scaling == Fp8Scaling::Tensor ? "" : str(" ", fp8_scaling_name(scaling)));
-  });
-  const float* x_scale = fp8_stats_ + kFp8ScaleSlot;
-  if (scaling == Fp8Scaling::Tensor) {
-    launch_quantize_fp8(cbf(x), m * k, activation, fp8_stats_, stream_);
-  } else {
-    auto* scales = reinterpret_cast<float*>(activation + codes_bytes);
-    launch_quantize_fp8_groups(cbf(x), m, k, group, activation, scales, m_gemm, stream_);
-    if (padded) {  // scales are [groups, m_gemm], token-contiguous: zero each group's padding tokens
-      FOVEA_CUDA_CHECK(cudaMemsetAsync(activation + size_t(m) * size_t(k), 0, size_t(m_gemm - m) * size_t(k), stream_));
-      FOVEA_CUDA_CHECK(cudaMemset2DAsync(scales + m, size_t(m_gemm) * sizeof(float), 0,
-                                         size_t(m_gemm - m) * sizeof(float), size_t(groups), stream_));
-    }
-    x_scale = scales;
-  }
-  const auto* codes = static_cast<const uint8_t*>(w8.data);
-  const auto* w_scales = static_cast<const float*>(w_scale.data);
-  const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
-  bf16* out = padded ? reinterpret_cast<bf16*>(activation + codes_bytes + scale_bytes) : mbf(y);
-  if (channel_after) {  // block GEMM with unit weight scales; channel scale, bias and GELU in one pass after it
-    const float* ones = fp8_unit_scales(size_t(fp8_blocks(n) * fp8_block_scale_ld(k)));
-    fp8_gemm_->run(activation, codes, x_scale, ones, nullptr, out, int(m_gemm), int(n), int(k), GemmEpilogue::None,
-                   Fp8Scaling::Block);
-    launch_fp8_epilogue(out, bias_ptr, m_gemm, n, act == Activation::Gelu, stream_, w_scales);
-  } else if (!fp8_gemm_->run(activation, codes, x_scale, w_scales, bias_ptr, out, int(m_gemm), int(n), int(k),
-                             epilogue, scaling)) {  // no fused epilogue with these scale modes: GEMM, then epilogue
-    fp8_gemm_->run(activation, codes, x_scale, w_scales, nullptr, out, int(m_gemm), int(n), int(k),
-                   GemmEpilogue::None, scaling);
-    launch_fp8_epilogue(out, bias_ptr, m_gemm, n, act == Activation::Gelu, stream_);
-  }
-  if (padded)
-    FOVEA_CUDA_CHECK(cudaMemcpyAsync(mbf(y), out, size_t(m) * size_t(n) * sizeof(bf16), cudaMemcpyDeviceToDevice,
-                                     stream_));
 }
 
 // W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the

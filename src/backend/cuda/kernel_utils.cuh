@@ -99,6 +99,9 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
   return m;
 }
 
+// silu(g) * u as every SwiGLU kernel computes it (silu_mul and its fused FP8 form must agree to the bit).
+__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.f + __expf(-g)) * u; }
+
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // Lets `kernel` take `bytes` of dynamic shared memory (over 48 KB needs the attribute) and, with

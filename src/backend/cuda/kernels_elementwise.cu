@@ -34,7 +34,7 @@ __global__ void silu_mul_kernel(const bf16* gate_up, bf16* y, int64_t total, int
   load_bf16<W>(in + c, g);
   load_bf16<W>(in + half_cols + c, u);
 #pragma unroll
-  for (int k = 0; k < W; ++k) g[k] = g[k] / (1.f + __expf(-g[k])) * u[k];
+  for (int k = 0; k < W; ++k) g[k] = silu_times(g[k], u[k]);
   store_bf16<W>(y + i, g);
 }
 

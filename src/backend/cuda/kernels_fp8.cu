@@ -6,6 +6,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quantize_fp8.h"
@@ -26,11 +27,10 @@ __global__ void absmax_kernel(const bf16* x, int64_t n, float* stats) {
 }
 
 __global__ void quantize_kernel(const bf16* x, int64_t n, uint8_t* xq, float* stats) {
-  const float absmax = stats[0];
-  const float scale = absmax > 0.f ? __fdiv_rn(absmax, 448.f) : 1.f;
+  const float scale = fp8_scale_of(stats[0]);
   if (blockIdx.x == 0 && threadIdx.x == 0) stats[kFp8ScaleSlot] = scale;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    xq[i] = __nv_cvt_float_to_fp8(__fdiv_rn(__bfloat162float(x[i]), scale), __NV_SATFINITE, __NV_E4M3);
+    xq[i] = fp8_code(__bfloat162float(x[i]), scale);
 }
 
 // The per-token and per-block kernels read 4 bf16 (8 bytes) and write 4 codes (4 bytes) at a time: K is a
@@ -48,22 +48,6 @@ __device__ __forceinline__ float absmax4(const float v[4]) {
   return fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
 }
 
-__device__ __forceinline__ void store_codes4(uint8_t* out, const float v[4], float scale) {
-  uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    packed |= uint32_t(__nv_cvt_float_to_fp8(__fdiv_rn(v[i], scale), __NV_SATFINITE, __NV_E4M3)) << (8 * i);
-  *reinterpret_cast<uint32_t*>(out) = packed;
-}
-
-__device__ __forceinline__ float warp_max(float m) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  return m;
-}
-
-__device__ __forceinline__ float scale_of(float absmax) { return absmax > 0.f ? __fdiv_rn(absmax, 448.f) : 1.f; }
-
 // Per token: one block of kFp8Threads per row; max|x| over the row (warps, then shared memory), then the codes.
 __global__ void quantize_rows_kernel(const bf16* x, int64_t cols, uint8_t* xq, float* scales) {
   const int64_t r = blockIdx.x;
@@ -79,11 +63,11 @@ __global__ void quantize_rows_kernel(const bf16* x, int64_t cols, uint8_t* xq, f
   __syncthreads();
   float absmax = 0.f;
   for (int w = 0; w < kFp8Threads / 32; ++w) absmax = fmaxf(absmax, partial[w]);
-  const float scale = scale_of(absmax);
+  const float scale = fp8_scale_of(absmax);
   if (threadIdx.x == 0) scales[r] = scale;
   for (int64_t c = 4 * int64_t(threadIdx.x); c < cols; c += 4 * int64_t(blockDim.x)) {
     load4(row + c, v);
-    store_codes4(xq + r * cols + c, v, scale);
+    store_fp8_codes<4>(xq + r * cols + c, v, scale);
   }
 }
 
@@ -97,9 +81,9 @@ __global__ void quantize_blocks_kernel(const bf16* x, int64_t rows, int64_t cols
   const int64_t r = item / groups, g = item % groups, c = g * 128 + 4 * (threadIdx.x % 32);
   float v[4] = {0.f, 0.f, 0.f, 0.f};
   if (c < cols) load4(x + r * cols + c, v);
-  const float scale = scale_of(warp_max(absmax4(v)));
+  const float scale = fp8_scale_of(warp_max(absmax4(v)));
   if (threadIdx.x % 32 == 0) scales[g * scale_ld + r] = scale;
-  if (c < cols) store_codes4(xq + r * cols + c, v, scale);
+  if (c < cols) store_fp8_codes<4>(xq + r * cols + c, v, scale);
 }
 
 // The (channel scale and) bias add in float and one bf16 rounding, as cuBLASLt's epilogue does.

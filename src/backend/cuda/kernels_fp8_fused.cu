@@ -1,0 +1,118 @@
+// The producers of an FP8 linear's input that quantize as they write (Backend::add_rms_norm_fp8, silu_mul_fp8):
+// one block per row computes the row's values exactly as the bf16 kernel would (kernels_norm.cu's rms_norm_kernel,
+// kernels_elementwise.cu's silu_mul_kernel: same loop, same thread count, so the same float sums), rounds each to
+// bf16 as that kernel's store would, takes the row's max|v|, then writes the E4M3 codes and the row scale with the
+// separate quantizer's arithmetic (fp8_codes.cuh). The codes therefore equal the unfused pair's byte for byte,
+// and the activation is never written in bf16 nor read back by a quantization pass. The values are recomputed
+// for the codes (an L1/L2 hit) rather than kept: any row length works with one kernel.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/dependent_launch.cuh"
+#include "backend/cuda/fp8_codes.cuh"
+#include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/kernels.h"
+
+namespace fovea::cuda {
+namespace {
+
+// rms_norm_kernel's thread count for a row of `cols` (the sum of squares must be grouped the same way).
+int rms_threads(int cols) { return cols >= 2048 ? 256 : 128; }
+constexpr int kSiluThreads = 256;
+
+// With residual != null: residual += x (rounded to bf16, as stored), then the new residual is normalised;
+// otherwise x is. codes [rows, cols], scales [rows].
+template <int W>
+__global__ void rms_norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* gamma, float eps, uint8_t* codes,
+                                    float* scales, int cols) {
+  __shared__ float scratch[32];
+  wait_for_upstream();
+  release_downstream();
+  const int64_t base = int64_t(blockIdx.x) * cols;
+  const bf16* row = residual ? residual + base : x + base;
+  float v[W], a[W], g[W];
+  float sq = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    if (residual) {
+      load_bf16<W>(residual + base + c, v);
+      load_bf16<W>(x + base + c, a);
+#pragma unroll
+      for (int i = 0; i < W; ++i) v[i] = __bfloat162float(__float2bfloat16(v[i] + a[i]));
+      store_bf16<W>(residual + base + c, v);
+    } else {
+      load_bf16<W>(row + c, v);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i) sq += v[i] * v[i];
+  }
+  // Each thread re-reads only the chunks it wrote itself, so no barrier is needed for the residual update.
+  const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+  float absmax = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+    load_bf16<W>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < W; ++i) absmax = fmaxf(absmax, fabsf(through_bf16(v[i] * rms * g[i])));
+  }
+  const float scale = fp8_scale_of(block_max(absmax, scratch));
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+    load_bf16<W>(gamma + c, g);
+#pragma unroll
+    for (int i = 0; i < W; ++i) v[i] = through_bf16(v[i] * rms * g[i]);
+    store_fp8_codes<W>(codes + base + c, v, scale);
+  }
+}
+
+// gate_up [rows, 2F] -> codes [rows, F], scales [rows] of bf16(silu(gate) * up).
+template <int W>
+__global__ void silu_mul_fp8_kernel(const bf16* gate_up, uint8_t* codes, float* scales, int half_cols) {
+  __shared__ float scratch[32];
+  wait_for_upstream();
+  release_downstream();
+  const bf16* in = gate_up + int64_t(blockIdx.x) * 2 * half_cols;
+  float g[W], u[W];
+  float absmax = 0.f;
+  for (int c = threadIdx.x * W; c < half_cols; c += blockDim.x * W) {
+    load_bf16<W>(in + c, g);
+    load_bf16<W>(in + half_cols + c, u);
+#pragma unroll
+    for (int i = 0; i < W; ++i) absmax = fmaxf(absmax, fabsf(through_bf16(silu_times(g[i], u[i]))));
+  }
+  const float scale = fp8_scale_of(block_max(absmax, scratch));
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  uint8_t* out = codes + int64_t(blockIdx.x) * half_cols;
+  for (int c = threadIdx.x * W; c < half_cols; c += blockDim.x * W) {
+    load_bf16<W>(in + c, g);
+    load_bf16<W>(in + half_cols + c, u);
+#pragma unroll
+    for (int i = 0; i < W; ++i) g[i] = through_bf16(silu_times(g[i], u[i]));
+    store_fp8_codes<W>(out + c, g, scale);
+  }
+}
+
+bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
+
+}  // namespace
+
+void launch_rms_norm_fp8(bf16* residual, const bf16* x, const bf16* gamma, float eps, uint8_t* codes, float* scales,
+                         int rows, int cols, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int threads = rms_threads(cols);
+  const bool vector = cols % 8 == 0 && (!residual || aligned16(residual)) && aligned16(x) && aligned16(gamma) &&
+                      aligned8(codes);
+  if (vector)
+    launch_dependent(rms_norm_fp8_kernel<8>, rows, threads, 0, stream, residual, x, gamma, eps, codes, scales, cols);
+  else
+    launch_dependent(rms_norm_fp8_kernel<1>, rows, threads, 0, stream, residual, x, gamma, eps, codes, scales, cols);
+}
+
+void launch_silu_mul_fp8(const bf16* gate_up, uint8_t* codes, float* scales, int rows, int half_cols,
+                         cudaStream_t stream) {
+  if (rows == 0 || half_cols == 0) return;
+  if (half_cols % 8 == 0 && aligned16(gate_up) && aligned8(codes))
+    launch_dependent(silu_mul_fp8_kernel<8>, rows, kSiluThreads, 0, stream, gate_up, codes, scales, half_cols);
+  else
+    launch_dependent(silu_mul_fp8_kernel<1>, rows, kSiluThreads, 0, stream, gate_up, codes, scales, half_cols);
+}
+
+}  // namespace fovea::cuda
