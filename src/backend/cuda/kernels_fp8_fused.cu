@@ -1,6 +1,6 @@
 // The producers of an FP8 linear's input that quantize as they write (Backend::add_rms_norm_fp8, silu_mul_fp8):
-// one block per row computes the row's values exactly as the bf16 kernel would (kernels_norm.cu's rms_norm_kernel,
-// kernels_elementwise.cu's silu_mul_kernel: same loop, same thread count, so the same float sums), rounds each to
+// one block per row computes the row's values exactly as the bf16 kernel would (the norms' first pass of
+// norm_rows.cuh, kernels_elementwise.cu's silu_times: same loop, same thread count, same sums), rounds each to
 // bf16 as that kernel's store would, takes the row's max|v|, then writes the E4M3 codes and the row scale with the
 // separate quantizer's arithmetic (fp8_codes.cuh). The codes therefore equal the unfused pair's byte for byte,
 // and the activation is never written in bf16 nor read back by a quantization pass. The values are recomputed
@@ -10,12 +10,11 @@
 #include "backend/cuda/fp8_codes.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rows.cuh"
 
 namespace fovea::cuda {
 namespace {
 
-// rms_norm_kernel's thread count for a row of `cols` (the sum of squares must be grouped the same way).
-int rms_threads(int cols) { return cols >= 2048 ? 256 : 128; }
 constexpr int kSiluThreads = 256;
 
 // With residual != null: residual += x (rounded to bf16, as stored), then the new residual is normalised;
@@ -28,22 +27,8 @@ __global__ void rms_norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* g
   release_downstream();
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
-  float v[W], a[W], g[W];
-  float sq = 0.f;
-  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    if (residual) {
-      load_bf16<W>(residual + base + c, v);
-      load_bf16<W>(x + base + c, a);
-#pragma unroll
-      for (int i = 0; i < W; ++i) v[i] = __bfloat162float(__float2bfloat16(v[i] + a[i]));
-      store_bf16<W>(residual + base + c, v);
-    } else {
-      load_bf16<W>(row + c, v);
-    }
-#pragma unroll
-    for (int i = 0; i < W; ++i) sq += v[i] * v[i];
-  }
-  // Each thread re-reads only the chunks it wrote itself, so no barrier is needed for the residual update.
+  float v[W], g[W];
+  const float sq = rms_first_pass<W>(residual, x, nullptr, base, cols);
   const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
   float absmax = 0.f;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
@@ -97,7 +82,7 @@ bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0
 void launch_rms_norm_fp8(bf16* residual, const bf16* x, const bf16* gamma, float eps, uint8_t* codes, float* scales,
                          int rows, int cols, cudaStream_t stream) {
   if (rows == 0) return;
-  const int threads = rms_threads(cols);
+  const int threads = norm_threads(cols);
   const bool vector = cols % 8 == 0 && (!residual || aligned16(residual)) && aligned16(x) && aligned16(gamma) &&
                       aligned8(codes);
   if (vector)

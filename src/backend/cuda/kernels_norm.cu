@@ -6,20 +6,10 @@
 #include "backend/cuda/dependent_launch.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/norm_rows.cuh"
 
 namespace fovea::cuda {
 namespace {
-
-int norm_threads(int cols) { return cols >= 2048 ? 256 : 128; }
-
-// A W-wide chunk of a row for a norm's first pass: x itself, or with residual != null the residual after
-// residual += scale ⊙ x (scale may be null: 1), stored exactly as launch_scale_add stores it.
-template <int W>
-__device__ __forceinline__ void first_pass_chunk(bf16* residual, const bf16* x, const bf16* scale, int64_t base,
-                                                 int c, float* v) {
-  if (residual) scale_add_bf16<W>(residual + base + c, x + base + c, scale ? scale + c : nullptr, v);
-  else load_bf16<W>(x + base + c, v);
-}
 
 // With residual != null the row normalised is the residual after the first pass's update. Each thread re-reads
 // only the chunks it wrote itself, so no barrier is needed for that update.
@@ -67,12 +57,7 @@ __global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* scale
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
   float v[W], g[W];
-  float sq = 0.f;
-  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    first_pass_chunk<W>(residual, x, scale, base, c, v);
-#pragma unroll
-    for (int i = 0; i < W; ++i) sq += v[i] * v[i];
-  }
+  const float sq = rms_first_pass<W>(residual, x, scale, base, cols);
   const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
     load_bf16<W>(row + c, v);
