@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "smollm2"))
 import smollm2_prompts as P  # noqa: E402
-from fidelity import load_tasks, metrics  # noqa: E402
+from fidelity import kl_per_prompt, load_tasks, metrics  # noqa: E402
 
 E4M3_MAX = 448.0
 
@@ -160,6 +160,14 @@ def use_fp8_kv(model, recipe):
     model.model.language_model.config._attn_implementation = "fp8_kv_" + recipe
 
 
+def paired_ratio_interval(kl, base, draws=2000, seed=0):
+    """95% interval of mean(kl) / mean(base) when the prompts are resampled (the same draw for both)."""
+    kl, base = np.asarray(kl), np.asarray(base)
+    picks = np.random.default_rng(seed).integers(0, len(kl), size=(draws, len(kl)))
+    ratios = kl[picks].mean(axis=1) / base[picks].mean(axis=1)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
 def main():
     import torch
     from transformers import AutoTokenizer, InternVLForConditionalGeneration
@@ -225,6 +233,7 @@ def main():
         if image.any():  # the ViT's and projector's linears reach only these prompts
             m["with_image"] = metrics(ref[image], [t for t, i in zip(ref_tokens, image) if i], logits[image],
                                       [[int(row.argmax())] for row in logits[image]])
+        m["kl"] = [round(float(k), 6) for k in kl_per_prompt(ref, logits)]
         rows[recipe] = m
         print(f"{recipe:16s} mean KL {m['kl_mean']:.4f}  p99 {m['kl_p99']:.3f}  top-1 {m['top1_agree']:.2%}"
               f"{'  image tasks: mean KL %.4f' % m['with_image']['kl_mean'] if 'with_image' in m else ''}"
@@ -233,7 +242,9 @@ def main():
               flush=True)
     if "tensor" in rows:
         for recipe, m in rows.items():
-            print(f"{recipe:16s} {m['kl_mean'] / rows['tensor']['kl_mean']:.2f} x per-tensor")
+            low, high = paired_ratio_interval(m["kl"], rows["tensor"]["kl"])
+            m["ratio_to_tensor"] = [m["kl_mean"] / rows["tensor"]["kl_mean"], low, high]
+            print(f"{recipe:16s} {m['ratio_to_tensor'][0]:.2f} x per-tensor (95% over prompts: {low:.2f}-{high:.2f})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"prompts": len(tasks), "skip": sorted(skip), "kv": args.kv,
