@@ -175,9 +175,14 @@ def log_softmax(x):
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
-def metrics(ref_logits, ref_tokens, logits, tokens):
+def kl_per_prompt(ref_logits, logits):
+    """KL(reference || candidate) of each row's next-token distribution, natural log."""
     lp, lq = log_softmax(ref_logits), log_softmax(logits)
-    kl = (np.exp(lp) * (lp - lq)).sum(axis=-1)
+    return (np.exp(lp) * (lp - lq)).sum(axis=-1)
+
+
+def metrics(ref_logits, ref_tokens, logits, tokens):
+    kl = kl_per_prompt(ref_logits, logits)
     top1_ref, top1 = ref_logits.argmax(-1), logits.argmax(-1)
     flips = np.nonzero(top1_ref != top1)[0]
     top2 = np.sort(ref_logits, axis=-1)[:, -2:]
