@@ -28,8 +28,7 @@ __global__ void rms_norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* g
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
   float v[W], g[W];
-  const float sq = rms_first_pass<W>(residual, x, nullptr, base, cols);
-  const float rms = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+  const float rms = row_inverse_rms<W>(residual, x, nullptr, base, cols, eps, scratch);
   float absmax = 0.f;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
     load_bf16<W>(row + c, v);

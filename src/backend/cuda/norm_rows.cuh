@@ -33,4 +33,13 @@ __device__ __forceinline__ float rms_first_pass(bf16* residual, const bf16* x, c
   return sq;
 }
 
+// 1 / RMS of the row (after the residual update when residual != null), the same on every thread of the block.
+// `scratch`: 32 floats of shared memory.
+template <int W>
+__device__ __forceinline__ float row_inverse_rms(bf16* residual, const bf16* x, const bf16* scale, int64_t base,
+                                                 int cols, float eps, float* scratch) {
+  const float sq = rms_first_pass<W>(residual, x, scale, base, cols);
+  return rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+}
+
 }  // namespace fovea::cuda
