@@ -134,7 +134,8 @@ class DemoRunner : public ::testing::Test {
   }
   static void TearDownTestSuite() { dir_.reset(); }
 
-  // recorded: ViT batches replayed from recordings (vit_graphs) through the test's recording backend.
+  // recorded: ViT batches and decode steps replayed from recordings (vit_graphs, decode_graphs) through the test's
+  // recording backend.
   // fp8 / fp8_vit: the LLM's projections / the ViT layers' linears in FP8 W8A8 with `scaling`'s scales.
   std::unique_ptr<InternVLRunner> make_runner(bool recorded = false, bool fp8 = false, bool fp8_vit = false,
                                               Fp8Scaling scaling = Fp8Scaling::Tensor) {
@@ -147,6 +148,7 @@ class DemoRunner : public ::testing::Test {
     opts.max_step_tiles = 5;
     opts.vision_pool_tiles = 13;
     opts.vit_graphs = recorded;
+    opts.decode_graphs = recorded;
     std::unique_ptr<Backend> backend = make_backend("cpu");
     if (recorded) backend = std::make_unique<test::RecordingBackend>(std::move(backend));
     return std::make_unique<InternVLRunner>(load_model(dir_->string()), std::move(backend), opts);
@@ -277,6 +279,26 @@ TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
     EXPECT_GT(rel, 0.0);   // the quantization is really on
     EXPECT_LT(rel, 0.08);  // and only perturbs the logits
   }
+}
+
+// The default FP8 recipe (per channel x per token), whose norms and SwiGLU hand their linears an input already
+// quantized (Fp8Rows), through decode recordings: every decode step replayed from a recording gives the eager
+// run's tokens and logits exactly.
+TEST_F(DemoRunner, Fp8PerTokenDecodeRecordingsEqualTheEagerRun) {
+  auto eager = make_runner(false, true, false, Fp8Scaling::Channel);
+  auto recorded = make_runner(true, true, false, Fp8Scaling::Channel);
+  const ModelDesc& desc = eager->desc();
+  const std::vector<int32_t> prompt = prompt_for(desc, 2);
+  const std::vector<Tensor> images{random_pixels(2, desc.vision.image_size, 5)};
+  SimpleGenerateOptions opts;
+  opts.max_new_tokens = 6;
+  opts.stop_ids = {-1};
+  opts.want_logits = true;
+  const auto a = simple_generate(*eager, prompt, images, opts), b = simple_generate(*recorded, prompt, images, opts);
+  ASSERT_EQ(a.tokens.size(), 6u);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.logits, b.logits);
+  EXPECT_GT(recorded->decode_recordings(), 0);
 }
 
 // FP8 W8A8 ViT linears (qkv, proj, fc1 with GELU, fc2): their weights take a quarter of their float32 bytes, the
