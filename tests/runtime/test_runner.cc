@@ -154,6 +154,14 @@ class DemoRunner : public ::testing::Test {
     return std::make_unique<InternVLRunner>(load_model(dir_->string()), std::move(backend), opts);
   }
 
+  // Exactly `tokens` new tokens (no stop id ends them early), with each one's logits.
+  static SimpleGenerateOptions logits_of(int tokens) {
+    SimpleGenerateOptions opts;
+    opts.max_new_tokens = tokens;
+    opts.stop_ids = {-1};
+    opts.want_logits = true;
+    return opts;
+  }
   // A prompt of text around one image of `tiles` tiles, and random normalised pixels for it.
   static std::vector<int32_t> prompt_for(const ModelDesc& desc, int tiles) {
     std::vector<int32_t> prompt{desc.bos_id, 5, 6, desc.img_start_id};
@@ -253,10 +261,7 @@ TEST_F(DemoRunner, Fp8ProjectionsStayCloseToTheUnquantizedForward) {
   const int64_t h = c.hidden, qkv = int64_t(c.heads + 2 * c.kv_heads) * c.head_dim, o = int64_t(c.heads) * c.head_dim;
   const std::vector<int32_t> prompt = prompt_for(desc, 2);
   const std::vector<Tensor> images{random_pixels(2, desc.vision.image_size, 3)};
-  SimpleGenerateOptions opts;
-  opts.max_new_tokens = 1;
-  opts.stop_ids = {-1};
-  opts.want_logits = true;
+  const SimpleGenerateOptions opts = logits_of(/*tokens=*/1);
   const auto a = simple_generate(*plain, prompt, images, opts);
   ASSERT_EQ(a.logits.size(), 1u);
   for (Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Channel, Fp8Scaling::Block}) {
@@ -290,10 +295,7 @@ TEST_F(DemoRunner, Fp8PerTokenDecodeRecordingsEqualTheEagerRun) {
   const ModelDesc& desc = eager->desc();
   const std::vector<int32_t> prompt = prompt_for(desc, 2);
   const std::vector<Tensor> images{random_pixels(2, desc.vision.image_size, 5)};
-  SimpleGenerateOptions opts;
-  opts.max_new_tokens = 6;
-  opts.stop_ids = {-1};
-  opts.want_logits = true;
+  const SimpleGenerateOptions opts = logits_of(/*tokens=*/6);
   const auto a = simple_generate(*eager, prompt, images, opts), b = simple_generate(*recorded, prompt, images, opts);
   ASSERT_EQ(a.tokens.size(), 6u);
   EXPECT_EQ(a.tokens, b.tokens);
@@ -312,10 +314,7 @@ TEST_F(DemoRunner, Fp8VitLinearsStayCloseToTheUnquantizedForward) {
   EXPECT_EQ(plain->memory().weights - fp8->memory().weights, linears * 3 - size_t(v.layers) * 4 * sizeof(float));
   const std::vector<int32_t> prompt = prompt_for(desc, 2);
   const std::vector<Tensor> images{random_pixels(2, v.image_size, 4)};
-  SimpleGenerateOptions opts;
-  opts.max_new_tokens = 1;
-  opts.stop_ids = {-1};
-  opts.want_logits = true;
+  const SimpleGenerateOptions opts = logits_of(/*tokens=*/1);
   const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
   const auto c = simple_generate(*fp8_recorded, prompt, images, opts);
   ASSERT_EQ(a.logits.size(), 1u);
