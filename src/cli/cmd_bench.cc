@@ -13,6 +13,7 @@
 #include "cli/engine_options.h"
 #include "core/error.h"
 #include "engine/stats_fields.h"
+#include "engine/vision_timing.h"
 #include "model/model_desc.h"
 #include "jobs/bench_report.h"
 #include "jobs/bench_workload.h"
@@ -59,6 +60,9 @@ const char* kUsage =
     "  --concurrency N (256)  --warmup N (2)  --seed N\n"
     "  --gemm M,N,K (default 8192,8192,4096 on CUDA, 256,256,256 on CPU)  --gemm-seconds S (2)\n"
     "  --json FILE (bench.json)  --svg FILE (bench.svg)  --save-workload DIR  --decode-reps N (2)\n"
+    "  --vit-alone N: instead of the workload, time the ViT + projector alone (as the engine runs them) on one\n"
+    "    batch of N tiles cut from the images: one warm-up batch, then --vit-reps R (3) batches, as\n"
+    "    bench/gpu/reference.py times transformers; --vit-hold S: then repeat it S seconds, timing the last half\n"
     "Outputs ignore EOS, so every request generates --max-tokens tokens. With --max-tokens N > 1 the same\n"
     "requests then run again with max_tokens 1 and N (each --decode-reps times, the best kept): the difference\n"
     "is N - 1 decode steps of the whole batch, reported as ms per decode step.\n";
@@ -72,6 +76,7 @@ struct BenchConfig {
   uint64_t seed = 0;
   std::vector<int> gemm;
   double gemm_seconds = 2.0;
+  VisionTimingOptions vit_alone;  // tiles 0: the workload runs
 };
 
 BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
@@ -79,7 +84,8 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   std::vector<std::string> known = engine_option_flags();
   known.insert(known.end(), {"--photos", "--images", "--count", "--prompt", "--max-tokens", "--concurrency",
                              "--warmup", "--seed", "--gemm", "--gemm-seconds", "--json", "--svg", "--save-workload",
-                             "--decode-reps", "--questions", "--first-tokens", "--help"});
+                             "--decode-reps", "--questions", "--first-tokens", "--vit-alone", "--vit-reps",
+                             "--vit-hold", "--help"});
   args.allow_only(known);
   if (args.has("--help")) throw UsageError("");
   BenchConfig c;
@@ -101,6 +107,11 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   c.gemm_seconds = args.get_double("--gemm-seconds", 2.0);
   c.decode_reps = args.get_int("--decode-reps", 2);
   c.questions = args.get_int("--questions", 1);
+  c.vit_alone.tiles = args.get_int("--vit-alone", 0);
+  c.vit_alone.reps = args.get_int("--vit-reps", 3);
+  c.vit_alone.hold_seconds = args.get_double("--vit-hold", 0);
+  if (c.vit_alone.tiles < 0 || c.vit_alone.reps < 1 || c.vit_alone.hold_seconds < 0)
+    throw UsageError("--vit-alone and --vit-hold must not be negative, --vit-reps at least 1");
   if (args.has("--gemm")) {
     const std::string spec = args.get("--gemm");
     int m = 0, n = 0, k = 0;
@@ -279,6 +290,28 @@ DecodeMeasure measure_decode(const BenchConfig& c, InferenceService& service,
   return d;
 }
 
+// --vit-alone: the ViT's own figure, no workload run; the JSON holds the model, the settings and the timing.
+int bench_vit_alone(const BenchConfig& c, const std::vector<WorkloadImage>& workload) {
+  std::vector<std::string> images;
+  for (const WorkloadImage& w : workload) images.push_back(w.bytes);
+  const VisionTiming t = time_vision(c.engine, images, c.vit_alone);
+  std::printf("ViT + projector alone: %d tiles per batch (from %d images; ViT batches of up to %d), %.3f ms per tile "
+              "over %d batches after a warm-up\n", t.tiles, t.images, t.max_step_tiles, t.ms_per_tile, t.reps);
+  if (t.hold_seconds > 0)
+    std::printf("held %.1f s: %.3f ms per tile over the last %d batches\n", t.hold_seconds, t.held_ms_per_tile,
+                t.held_batches);
+  const nlohmann::json j = {{"model", c.engine.model_dir}, {"backend", c.engine.backend},
+                            {"quantization", c.engine.quantization}, {"load_format", c.engine.load_format},
+                            {"vit_alone", {{"tiles", t.tiles}, {"images", t.images},
+                                           {"max_step_tiles", t.max_step_tiles}, {"reps", t.reps},
+                                           {"ms_per_tile", t.ms_per_tile}, {"hold_seconds", t.hold_seconds},
+                                           {"held_batches", t.held_batches},
+                                           {"held_ms_per_tile", t.held_ms_per_tile}}}};
+  write_text(c.json_path, j.dump(2) + "\n");
+  std::printf("wrote %s\n", c.json_path.c_str());
+  return 0;
+}
+
 int bench_main(const std::vector<std::string>& raw) {
   BenchConfig c;
   try {
@@ -288,6 +321,7 @@ int bench_main(const std::vector<std::string>& raw) {
   }
   const std::vector<WorkloadImage> images = build_workload(c);
   FOVEA_CHECK(!images.empty(), "the workload is empty");
+  if (c.vit_alone.tiles > 0) return bench_vit_alone(c, images);
   const ModelDesc desc = load_model_desc(c.engine.model_dir);
 
   // The GEMM peak first, with the device otherwise idle; its buffers are gone before the engine allocates.

@@ -73,19 +73,21 @@ size_t available_memory(const EngineConfig& config, const Backend& backend) {
 
 }  // namespace
 
-Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool) : impl_(std::make_unique<Impl>()) {
-  Impl& impl = *impl_;
-  impl.config = config;
-  impl.pool = std::move(prep_pool);
+BuiltRunner::BuiltRunner() = default;
+BuiltRunner::BuiltRunner(BuiltRunner&&) noexcept = default;
+BuiltRunner::~BuiltRunner() = default;
+
+BuiltRunner build_runner(const EngineConfig& config) {
+  BuiltRunner built;
   const QuantizationChoice quantization = parse_quantization(config.quantization);  // a bad name fails at once
   FOVEA_CHECK(config.load_format == "auto" || config.load_format == "dummy", "unknown load format '",
               config.load_format, "' (auto, dummy)");
   // One engine drives one GPU: config.gpus is "" (device 0) or that GPU's index here; make_engine_service
   // resolves "all" and lists into one engine per index.
-  const int device = gpu_index(config.gpus);
-  std::unique_ptr<Backend> backend = make_backend(config.backend, device);
+  built.device = gpu_index(config.gpus);
+  std::unique_ptr<Backend> backend = make_backend(config.backend, built.device);
   backend->set_batch_invariant(config.batch_invariant);  // before any GEMM picks its algorithm
-  const bool gpu = backend->device() == Device::CUDA;
+  built.gpu = backend->device() == Device::CUDA;
 
   // What the weights will be: a checkpoint's tensors described by their headers (which linears stay 4-bit), or
   // random weights of the config's shapes, made on the device (--load-format dummy).
@@ -93,12 +95,12 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   std::unique_ptr<WeightSource> source;
   if (config.load_format == "dummy") {
     desc = load_model_desc(config.model_dir);
-    const ConfigWeights dummy = dummy_weights_for(config, desc, gpu);
+    const ConfigWeights dummy = dummy_weights_for(config, desc, built.gpu);
     desc.w4.kept_packed = dummy.w4;
     source = make_dummy_source(desc, dummy);
   } else {
     LoadOptions load;
-    load.keep_w4 = keep_w4_packed(config, gpu);
+    load.keep_w4 = keep_w4_packed(config, built.gpu);
     LoadedModel model = load_model(config.model_dir, load);
     FOVEA_CHECK(!quantization.w4 || model.desc.w4.kept_packed, config.model_dir,
                 ": --quantization w4a16 needs a 4-bit checkpoint (AWQ / GPTQ; make one with fovea quantize --method "
@@ -108,17 +110,26 @@ Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool
   }
 
   // Device memory, planned before anything is uploaded: a model that cannot fit is refused here, saying what would.
-  const EnginePlan plan =
-      plan_engine(config, desc, *source, sizing_target_of(*backend), available_memory(config, *backend));
-  FOVEA_CHECK(plan.fits, plan.refusal);
-  const RunnerOptions& opts = plan.opts;
+  built.plan = plan_engine(config, desc, *source, sizing_target_of(*backend), available_memory(config, *backend));
+  FOVEA_CHECK(built.plan.fits, built.plan.refusal);
+  built.runner = make_internvl_runner(desc, std::move(source), std::move(backend), built.plan.opts);
+  log_device_memory(*built.runner, built.plan.opts, built.plan);
+  log_w4(*built.runner);
+  return built;
+}
+
+Engine::Engine(const EngineConfig& config, std::shared_ptr<ThreadPool> prep_pool) : impl_(std::make_unique<Impl>()) {
+  Impl& impl = *impl_;
+  impl.config = config;
+  impl.pool = std::move(prep_pool);
+  BuiltRunner built = build_runner(config);
+  const RunnerOptions& opts = built.plan.opts;
   impl.config.max_step_tokens = opts.max_step_tokens;
   impl.config.vision_cache_tiles = opts.vision_pool_tiles - 2 * opts.max_step_tiles;
-  impl.runner = make_internvl_runner(desc, std::move(source), std::move(backend), opts);
-  log_device_memory(*impl.runner, opts, plan);
-  log_w4(*impl.runner);
+  impl.runner = std::move(built.runner);
   impl.tokenizer = load_tokenizer(config.model_dir);
-  if (gpu) impl.bind_scheduler_thread = [device] { bind_cuda_device(device); };
+  const int device = built.device;
+  if (built.gpu) impl.bind_scheduler_thread = [device] { bind_cuda_device(device); };
   impl.start();
 }
 

@@ -1,6 +1,7 @@
 // How an engine sizes its runner for a model and checks that it fits the device, before any weight is loaded.
 // Engine(config) and `fovea inspect --plan` share it, so the plan a user prints is the one the engine runs.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "fovea/options.h"
@@ -42,6 +43,22 @@ struct EnginePlan {
 // unchecked). `source` says which weights exist (a checkpoint's, or the config's).
 EnginePlan plan_engine(const EngineConfig& config, const ModelDesc& desc, const WeightSource& source,
                        const SizingTarget& target, size_t available);
+
+class ModelRunner;
+
+// The runner Engine(config) drives, made as it makes it: the backend config names, the weights (a checkpoint's or
+// --load-format dummy's), the plan checked before anything is uploaded (a model that cannot fit throws the
+// plan's refusal), then the runner, with the memory lines on stderr. `fovea bench --vit-alone` times the same.
+struct BuiltRunner {
+  std::unique_ptr<ModelRunner> runner;
+  EnginePlan plan;
+  int device = 0;
+  bool gpu = false;
+  BuiltRunner();
+  BuiltRunner(BuiltRunner&&) noexcept;
+  ~BuiltRunner();
+};
+BuiltRunner build_runner(const EngineConfig& config);
 
 // One line per part: "weights 15.23 GiB, KV pool 40.00 GiB (...)".
 std::string describe_plan(const MemoryPlan& plan, int block_size);

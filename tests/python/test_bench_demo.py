@@ -77,3 +77,27 @@ def test_bench_on_real_photos(demo_model, tmp_path):
                "--max-tiles", "1", "--gemm-seconds", "0.1", "--warmup", "0"], tmp_path)
     assert r.returncode == 0, r.stderr
     check_report(tmp_path / "bench.json", tmp_path / "bench.svg", 3)
+
+
+def test_bench_vit_alone(demo_model, tmp_path):
+    """--vit-alone N: the ViT + projector alone on N tiles cut from the images in order (each 900x448 image is 2
+    tiles + a thumbnail), burst and held figures in the JSON; too few tiles, or bad options, are refused."""
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(2):
+        Image.new("RGB", (900, 448), (90 * i, 40, 10)).save(images / f"w{i}.png")
+    common = ["--model", str(demo_model), "--images", str(images), "--backend", "cpu", "--kv-blocks", "1024"]
+    r = bench(common + ["--vit-alone", "4", "--vit-reps", "2", "--vit-hold", "0.2", "--json", "vit.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "ViT + projector alone: 4 tiles per batch (from 2 images" in r.stdout
+    timing = json.loads((tmp_path / "vit.json").read_text())["vit_alone"]
+    assert timing["tiles"] == 4 and timing["images"] == 2 and timing["reps"] == 2
+    assert timing["ms_per_tile"] > 0 and timing["held_ms_per_tile"] > 0 and timing["held_batches"] >= 1
+    assert timing["hold_seconds"] >= 0.2
+    r = bench(common + ["--vit-alone", "3", "--json", "one.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    one = json.loads((tmp_path / "one.json").read_text())["vit_alone"]
+    assert one["images"] == 1 and one["hold_seconds"] == 0 and one["held_batches"] == 0
+    r = bench(common + ["--vit-alone", "7"], tmp_path)
+    assert r.returncode != 0 and "2 images give 6 tiles, 7 asked" in r.stderr
+    assert bench(common + ["--vit-alone", "2", "--vit-reps", "0"], tmp_path).returncode == 2
