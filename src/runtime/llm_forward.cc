@@ -116,19 +116,39 @@ void LlmForward::embed(int tokens, const std::vector<VisionSegment>& vision, con
   }
 }
 
+// x += add (add empty: x is only read), then x's RMSNorm into the input of the projections after it: normed8_
+// already quantized (FP8 per-token weights) or normed_.
+void LlmForward::norm_input(Tensor& x, const Tensor& add, const Tensor& gamma, int tokens) {
+  const float eps = desc_.llm.rms_eps;
+  if (fp8_rows_) {
+    Fp8Rows normed8 = normed8_.rows(0, tokens);
+    be_.add_rms_norm_fp8(x, add, gamma, eps, normed8);
+    return;
+  }
+  Tensor normed = normed_.rows(0, tokens);
+  if (add.empty()) be_.rms_norm(x, gamma, eps, normed);
+  else be_.add_rms_norm(x, add, gamma, eps, normed);
+}
+
+// y = rows [r0, r1) of norm_input's output through one projection.
+void LlmForward::project_input(int64_t r0, int64_t r1, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
+                               const Tensor& bias, Tensor& y) {
+  if (fp8_rows_) be_.linear_fp8_rows(normed8_.rows(r0, r1), w8.codes, w8.scale, bias, y);
+  else apply_linear(be_, normed_.rows(r0, r1), w, w8, w4, bias, y);
+}
+
 void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
   const int64_t slice = gate_up_.dim(0);
   for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
     const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
     Tensor gate_up = gate_up_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
+    project_input(r0, r1, w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
     if (fp8_rows_) {
       Fp8Rows act8 = act8_.rows(0, r1 - r0);
-      be_.linear_fp8_rows(normed8_.rows(r0, r1), w.gate_up8.codes, w.gate_up8.scale, Tensor{}, gate_up);
       be_.silu_mul_fp8(gate_up, act8);
       be_.linear_fp8_rows(act8, w.down8.codes, w.down8.scale, Tensor{}, out);
     } else {
       Tensor act = act_.rows(0, r1 - r0);
-      apply_linear(be_, normed_.rows(r0, r1), w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
       be_.silu_mul(gate_up, act);
       apply_linear(be_, act, w.down_w, w.down8, w.down4, Tensor{}, out);
     }
@@ -141,16 +161,8 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   Tensor x = x_.rows(0, tokens), qkv = qkv_.rows(0, tokens);
   Tensor attn = attn_.rows(0, tokens), branch = branch_.rows(0, tokens);
   // The previous layer's MLP output is still in branch: fold it into the residual while normalising.
-  if (fp8_rows_) {
-    Fp8Rows normed8 = normed8_.rows(0, tokens);
-    be_.add_rms_norm_fp8(x, index == 0 ? Tensor{} : branch, w.attn_norm, c.rms_eps, normed8);
-    be_.linear_fp8_rows(normed8, w.qkv8.codes, w.qkv8.scale, w.qkv_b, qkv);
-  } else {
-    Tensor normed = normed_.rows(0, tokens);
-    if (index == 0) be_.rms_norm(x, w.attn_norm, c.rms_eps, normed);
-    else be_.add_rms_norm(x, branch, w.attn_norm, c.rms_eps, normed);
-    apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
-  }
+  norm_input(x, index == 0 ? Tensor{} : branch, w.attn_norm, tokens);
+  project_input(0, tokens, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
   const Tensor positions = positions_.rows(0, tokens), slots = slots_.rows(0, tokens);
   if (c.qk_norm) {  // Qwen3: per-head q/k RMSNorm before rope
     be_.qk_norm_rope_kv_write(qkv, w.q_norm, w.k_norm, c.rms_eps, positions, slots, c.heads, c.kv_heads, c.head_dim,
@@ -160,13 +172,7 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   }
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
   apply_linear(be_, attn, w.o_w, w.o8, w.o4, Tensor{}, branch);
-  if (fp8_rows_) {
-    Fp8Rows normed8 = normed8_.rows(0, tokens);
-    be_.add_rms_norm_fp8(x, branch, w.ffn_norm, c.rms_eps, normed8);
-  } else {
-    Tensor normed = normed_.rows(0, tokens);
-    be_.add_rms_norm(x, branch, w.ffn_norm, c.rms_eps, normed);
-  }
+  norm_input(x, branch, w.ffn_norm, tokens);
   mlp(w, tokens);
 }
 

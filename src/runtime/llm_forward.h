@@ -50,6 +50,9 @@ class LlmForward {
   PagedAttentionBatch batch_view(const StepPlan& plan) const;
   void embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool);
   void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
+  void norm_input(Tensor& x, const Tensor& add, const Tensor& gamma, int tokens);
+  void project_input(int64_t r0, int64_t r1, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
+                     const Tensor& bias, Tensor& y);
   void mlp(const LlmLayerWeights& w, int tokens);
   void record_decode(const StepPlan& padded, KvCache& kv);
   void final_norm(int tokens, int samples);
