@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/host_stager.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quantize_fp8.h"
 
 namespace fovea {
 namespace cuda {
@@ -59,6 +60,7 @@ CudaBackend::CudaBackend(int device_index)
   if (profile) profiler_ = std::make_unique<OpProfiler>(stream_);
   stager_ = std::make_unique<HostStager>(stream_);
   prepare_attention_kernels();
+  prepare_fp8_kernels();
   FOVEA_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 

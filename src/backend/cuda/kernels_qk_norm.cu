@@ -5,8 +5,9 @@
 // step's thousands of 128-value heads are not thousands of mostly idle blocks; larger groups take a block each, as the
 // row norms do (kernels_norm.cu). Both read each value twice (sum of squares, then scale), the second read from L1, and
 // write it once. qk_norm_rope_kv_write_kernel is Qwen3's whole step between the qkv linear and attention in one pass:
-// one warp per (token, head) normalises a q or k head, rotates it (the rope of kernels_decoder.cu, same float32
-// inv_freq and angle), stores it back and, for k, into the cache; a v head is copied into the cache.
+// one block per token, one warp per head at a time normalises a q or k head, rotates it (the rope of
+// kernels_decoder.cu, same float32 inv_freq and angle), stores it back and, for k, into the cache; a v head is
+// copied into the cache.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
@@ -123,62 +124,69 @@ struct FusedQkRope {
   float eps, theta;
 };
 
+// One block per token: its threads first compute the rotation of every pair (p, p + D/2) once, sine and cosine
+// into shared memory (the transcendentals were per head before: 48 times the work at Qwen3-8B's 32 + 8 + 8 heads,
+// 313 us for a 10,107-token step on an H100 against 79 for its whole bf16 add_rms_norm); then each warp takes
+// heads: normalises a q or k head, rotates it, stores it back and, for k, into the cache; copies a v head into the
+// cache. Every value's arithmetic is the per-head version's, so the output is unchanged bit for bit.
 __global__ void qk_norm_rope_kv_write_kernel(FusedQkRope p) {
+  __shared__ float sines[32 * kMaxPairsPerLane], cosines[32 * kMaxPairsPerLane];
   wait_for_upstream();
   release_downstream();
-  const int total_heads = p.heads + 2 * p.kv_heads;
-  const int64_t w = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
-  if (w >= int64_t(p.tokens) * total_heads) return;  // whole warps
-  const int64_t t = w / total_heads;
-  const int head = int(w % total_heads);
+  const int64_t t = blockIdx.x;
   const int half = p.head_dim / 2;
-  bf16* x = p.qkv + (t * total_heads + head) * p.head_dim;
+  const float pos = float(p.positions[t]);
+  for (int pair = threadIdx.x; pair < half; pair += blockDim.x) {
+    const float inv_freq = 1.f / powf(p.theta, float(2 * pair) / float(p.head_dim));
+    sincosf(pos * inv_freq, &sines[pair], &cosines[pair]);
+  }
+  __syncthreads();
   int slot = p.slots[t];
   if (slot >= p.num_slots) {
-    if (lane == 0) *p.error_flag = 1;
+    if (threadIdx.x == 0) *p.error_flag = 1;
     slot = -1;
   }
-  const bool is_v = head >= p.heads + p.kv_heads;
-  const int kv_head = head - p.heads - (is_v ? p.kv_heads : 0);
-  bf16* cache_row = slot >= 0 && head >= p.heads
-                        ? (is_v ? p.v_cache : p.k_cache) + (int64_t(slot) * p.kv_heads + kv_head) * p.head_dim
-                        : nullptr;
-  if (is_v) {
-    if (cache_row)
-      for (int i = lane; i < p.head_dim; i += 32) cache_row[i] = x[i];
-    return;
-  }
-  float lo[kMaxPairsPerLane], hi[kMaxPairsPerLane];
-  float sq = 0.f;
-#pragma unroll
-  for (int j = 0; j < kMaxPairsPerLane; ++j) {
-    const int pair = lane + 32 * j;
-    lo[j] = hi[j] = 0.f;
-    if (pair < half) {
-      lo[j] = __bfloat162float(x[pair]);
-      hi[j] = __bfloat162float(x[pair + half]);
-      sq += lo[j] * lo[j] + hi[j] * hi[j];
+  const int total_heads = p.heads + 2 * p.kv_heads, lane = threadIdx.x & 31;
+  for (int head = threadIdx.x / 32; head < total_heads; head += blockDim.x / 32) {
+    bf16* x = p.qkv + (t * total_heads + head) * p.head_dim;
+    const bool is_v = head >= p.heads + p.kv_heads;
+    const int kv_head = head - p.heads - (is_v ? p.kv_heads : 0);
+    bf16* cache_row = slot >= 0 && head >= p.heads
+                          ? (is_v ? p.v_cache : p.k_cache) + (int64_t(slot) * p.kv_heads + kv_head) * p.head_dim
+                          : nullptr;
+    if (is_v) {
+      if (cache_row)
+        for (int i = lane; i < p.head_dim; i += 32) cache_row[i] = x[i];
+      continue;
     }
-  }
-  const float inv_rms = rsqrtf(warp_sum(sq) / float(p.head_dim) + p.eps);
-  const bf16* gamma = head < p.heads ? p.q_gamma : p.k_gamma;
-  const float pos = float(p.positions[t]);
+    float lo[kMaxPairsPerLane], hi[kMaxPairsPerLane];
+    float sq = 0.f;
 #pragma unroll
-  for (int j = 0; j < kMaxPairsPerLane; ++j) {
-    const int pair = lane + 32 * j;
-    if (pair >= half) continue;
-    const float a = lo[j] * inv_rms * __bfloat162float(gamma[pair]);
-    const float b = hi[j] * inv_rms * __bfloat162float(gamma[pair + half]);
-    const float inv_freq = 1.f / powf(p.theta, float(2 * pair) / float(p.head_dim));
-    float s, c;
-    sincosf(pos * inv_freq, &s, &c);
-    const bf16 out_lo = __float2bfloat16(a * c - b * s), out_hi = __float2bfloat16(b * c + a * s);
-    x[pair] = out_lo;
-    x[pair + half] = out_hi;
-    if (cache_row) {
-      cache_row[pair] = out_lo;
-      cache_row[pair + half] = out_hi;
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int pair = lane + 32 * j;
+      lo[j] = hi[j] = 0.f;
+      if (pair < half) {
+        lo[j] = __bfloat162float(x[pair]);
+        hi[j] = __bfloat162float(x[pair + half]);
+        sq += lo[j] * lo[j] + hi[j] * hi[j];
+      }
+    }
+    const float inv_rms = rsqrtf(warp_sum(sq) / float(p.head_dim) + p.eps);
+    const bf16* gamma = head < p.heads ? p.q_gamma : p.k_gamma;
+#pragma unroll
+    for (int j = 0; j < kMaxPairsPerLane; ++j) {
+      const int pair = lane + 32 * j;
+      if (pair >= half) continue;
+      const float a = lo[j] * inv_rms * __bfloat162float(gamma[pair]);
+      const float b = hi[j] * inv_rms * __bfloat162float(gamma[pair + half]);
+      const float s = sines[pair], c = cosines[pair];
+      const bf16 out_lo = __float2bfloat16(a * c - b * s), out_hi = __float2bfloat16(b * c + a * s);
+      x[pair] = out_lo;
+      x[pair + half] = out_hi;
+      if (cache_row) {
+        cache_row[pair] = out_lo;
+        cache_row[pair + half] = out_hi;
+      }
     }
   }
 }
@@ -194,9 +202,7 @@ void launch_qk_norm_rope_kv_write(bf16* qkv, const bf16* q_gamma, const bf16* k_
   if (tokens == 0) return;
   FusedQkRope p{qkv,        q_gamma, k_gamma, positions, slots,    k_cache, v_cache, num_slots,
                 error_flag, tokens,  heads,   kv_heads,  head_dim, eps,     theta};
-  const int64_t warps = int64_t(tokens) * (heads + 2 * kv_heads);
-  launch_dependent(qk_norm_rope_kv_write_kernel, unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                   32 * kWarpsPerBlock, 0, stream, p);
+  launch_dependent(qk_norm_rope_kv_write_kernel, unsigned(tokens), 32 * kWarpsPerBlock, 0, stream, p);
 }
 
 void launch_qk_rms_norm(bf16* qkv, int tokens, int heads, int kv_heads, int head_dim, int q_group, int k_group,

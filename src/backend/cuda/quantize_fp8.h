@@ -26,6 +26,9 @@ void launch_rms_norm_fp8(__nv_bfloat16* residual, const __nv_bfloat16* x, const 
                          uint8_t* codes, float* scales, int rows, int cols, cudaStream_t stream);
 void launch_silu_mul_fp8(const __nv_bfloat16* gate_up, uint8_t* codes, float* scales, int rows, int half_cols,
                          cudaStream_t stream);
+// Raises the fused SwiGLU kernel's shared-memory limit (rows up to 49,152 values; wider ones are refused). Called
+// once at start-up, with the attention kernels' (a graph capture must not contain it).
+void prepare_fp8_kernels();
 // y[r, c] = act(y[r, c] * col_scale[c] + bias[c]) in place (col_scale and bias may be null; act: GELU (erf) when
 // gelu): the epilogue of an FP8 GEMM whose vector-scaled cuBLASLt kernels could not fuse it (LtFp8Gemm::run
 // returned false), and ChannelAct128's per-channel weight scale after its block GEMM.
