@@ -1,6 +1,7 @@
 #include "golden_util.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -9,8 +10,14 @@
 namespace fovea::golden {
 
 std::string golden_dir() {
-  const std::string dir = std::string(FOVEA_SOURCE_DIR) + "/tests/data/golden";
-  return std::filesystem::exists(dir + "/pixels.safetensors") ? dir : "";
+  // A binary carried to another machine (the GPU runs) no longer sits in the tree it was built from: there it
+  // finds the goldens under the working directory, or where FOVEA_GOLDEN_DIR says.
+  const auto holds = [](const std::string& dir) { return std::filesystem::exists(dir + "/pixels.safetensors"); };
+  if (const char* env = std::getenv("FOVEA_GOLDEN_DIR"); env != nullptr && *env != '\0') return holds(env) ? env : "";
+  const std::string in_source = std::string(FOVEA_SOURCE_DIR) + "/tests/data/golden";
+  for (const std::string& dir : {in_source, std::string("tests/data/golden")})
+    if (holds(dir)) return dir;
+  return "";
 }
 
 bool available() { return !golden_dir().empty(); }

@@ -8,7 +8,9 @@
 
 namespace fovea::golden {
 
-std::string golden_dir();  // "" when tests/data/golden is absent
+// $FOVEA_GOLDEN_DIR when set, else the source tree's tests/data/golden, else ./tests/data/golden; "" when none
+// holds the goldens.
+std::string golden_dir();
 bool available();
 
 // The four reference tiles [4, 3, 448, 448] F32, decoded from pixels.safetensors.
