@@ -30,6 +30,9 @@ const std::vector<EngineOption>& engine_options() {
       {"--batch-invariant", "batch_invariant", &C::batch_invariant, "",
        "a request's outputs independent of its batch-mates (CUDA: slower kernels)"},
       {"--kv-blocks", "kv_blocks", &C::kv_blocks, "N", "KV cache blocks (0: sized from the device's memory)"},
+      {"--block-size", "block_size", &C::block_size, "8|16|32|64",
+       "KV cache positions per block (default 16): larger blocks give prefill attention fewer, larger loads; shared "
+       "prefixes are reused in whole blocks", true, 8},
       {"--max-step-tokens", "max_step_tokens", &C::max_step_tokens, "N",
        "token budget of one engine step, image tokens included (the CPU backend caps it at 1024)", true, 1},
       {"--max-batch-seqs", "max_batch_seqs", &C::max_batch_seqs, "N", "sequences in one step at most", true, 1},

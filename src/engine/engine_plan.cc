@@ -213,6 +213,9 @@ RunnerOptions engine_runner_options(const EngineConfig& config, const ModelDesc&
   opts.fp8_llm = q.fp8_llm;
   opts.fp8_vit = q.fp8_vit;
   opts.fp8_scaling = q.fp8_scaling;
+  // The sizes the attention kernels are tested at (tests/backend: decode and prefill over 8- to 64-position blocks).
+  FOVEA_CHECK(config.block_size == 8 || config.block_size == 16 || config.block_size == 32 || config.block_size == 64,
+              "--block-size must be 8, 16, 32 or 64, got ", config.block_size);
   opts.block_size = config.block_size;
   opts.max_step_tokens = gpu ? config.max_step_tokens : std::min(config.max_step_tokens, kCpuMaxStepTokens);
   opts.max_step_seqs = config.max_batch_seqs;

@@ -2,6 +2,7 @@
 // the Python keyword, and shown in the usage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "cli/engine_options.h"
@@ -18,7 +19,7 @@ EngineConfig parse(std::vector<std::string> argv) {
 
 // A value the option accepts other than its default.
 std::string sample_value(const EngineOption& o) {
-  if (std::holds_alternative<int EngineConfig::*>(o.member)) return "7";
+  if (std::holds_alternative<int EngineConfig::*>(o.member)) return std::to_string(std::max(7, o.min));
   if (o.check_choices) return std::string(o.value).substr(std::string(o.value).rfind('|') + 1);
   return "some-value";
 }
@@ -32,7 +33,7 @@ TEST(EngineOptions, EveryRowSetsItsFieldAndNothingElse) {
     EngineConfig expected;
     expected.model_dir = "m";
     if (auto* s = std::get_if<std::string EngineConfig::*>(&o.member)) expected.*(*s) = sample_value(o);
-    if (auto* n = std::get_if<int EngineConfig::*>(&o.member)) expected.*(*n) = 7;
+    if (auto* n = std::get_if<int EngineConfig::*>(&o.member)) expected.*(*n) = std::stoi(sample_value(o));
     if (auto* b = std::get_if<bool EngineConfig::*>(&o.member)) {
       EXPECT_NE(EngineConfig{}.*(*b), o.switch_sets) << "a switch that sets the default does nothing";
       expected.*(*b) = o.switch_sets;
@@ -70,6 +71,8 @@ TEST(EngineOptions, UsageShowsEveryFlagAndDefault) {
 TEST(EngineOptions, BadValuesAreUsageErrors) {
   EXPECT_THROW(parse({"--replicas", "0"}), UsageError);
   EXPECT_THROW(parse({"--kv-blocks", "-1"}), UsageError);
+  EXPECT_THROW(parse({"--block-size", "4"}), UsageError);  // below 8; 8/16/32/64 are checked by the engine
+  EXPECT_EQ(parse({"--block-size", "64"}).block_size, 64);
   EXPECT_THROW(parse({"--max-step-tokens", "many"}), UsageError);
   EXPECT_THROW(parse({"--backend", "gpu"}), UsageError);
   EXPECT_THROW(parse({"--no-such-option"}), UsageError);

@@ -122,6 +122,28 @@ def test_results_equal_fovea_run(llm, demo_model, images, tmp_path):
     assert len({json.dumps(r.answer_logprobs) for r in results}) > 1, "different images give different log-probs"
 
 
+def test_block_size_changes_no_answer(llm, demo_model, images, tmp_path):
+    """--block-size (KV positions per cache block) changes where the cache keeps positions, not what attention
+    computes: `fovea run` with 8- and 64-position blocks gives the tokens and answer log-probs of the default 16."""
+    tasks = [{"id": i, "image": str(p), "prompt": PROMPT, "max_tokens": 3, "answers": ANSWERS}
+             for i, p in enumerate(images)]
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    want = llm.generate([fovea.Request(image=t["image"], prompt=PROMPT, max_tokens=3, answers=ANSWERS) for t in tasks])
+    for block_size in (8, 64):
+        out = tmp_path / f"results{block_size}.jsonl"
+        run = subprocess.run([FOVEA_BIN, "run", "--model", str(demo_model), "--input", str(tmp_path / "tasks.jsonl"),
+                              "--output", str(out), "--backend", "cpu", "--max-tiles", "1", "--kv-blocks", "512",
+                              "--block-size", str(block_size), "--quiet"], capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        records = {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
+        for result, task in zip(want, tasks):
+            record = records[task["id"]]
+            assert record["tokens"] == result.tokens, (block_size, task["id"])
+            assert record["logprobs"] == {a: (v if v != -math.inf else None) for a, v in result.answer_logprobs.items()}
+    with pytest.raises(RuntimeError, match="--block-size must be 8, 16, 32 or 64, got 12"):
+        fovea.Engine(demo_model, backend="cpu", max_tiles=1, kv_blocks=64, block_size=12)
+
+
 def test_corrupt_and_missing_images_fail_only_their_request(llm, images, tmp_path):
     corrupt = tmp_path / "corrupt.png"
     corrupt.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)
