@@ -19,7 +19,7 @@ W=/tmp/fovea_bs; mkdir -p $W $R/bs
 python3 bench/gpu/workload.py --photos .carry/photos --out $W --requests 200 > $R/workload.log 2>&1
 python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
 f.write_model_dir('InternVL2-8B', '$W/model', '.carry/tokenizers')" >> $R/workload.log 2>&1
-for rep in 1 2; do for q in none fp8; do for bs in 16 64; do
+for rep in $(seq 1 ${REPS:-2}); do for q in none fp8; do for bs in 16 64; do
   tag=$q-bs$bs-$rep; extra=""; [ $q = fp8 ] && extra="--quantization fp8"
   timeout -k 5 60 $F bench --model $W/model --images $W/images --count 96 --backend cuda --load-format dummy \
     --gemm-seconds 0 --no-prefix-cache --vision-cache-tiles 1 --block-size $bs $extra --json $R/bs/$tag.json \
