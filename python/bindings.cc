@@ -195,7 +195,6 @@ NB_MODULE(_fovea, m) {
       .def_rw("replicas", &EngineConfig::replicas)
       .def_rw("kv_blocks", &EngineConfig::kv_blocks)
       .def_rw("block_size", &EngineConfig::block_size)
-      .def_rw("block_size", &EngineConfig::block_size)
       .def_rw("max_step_tokens", &EngineConfig::max_step_tokens)
       .def_rw("max_batch_seqs", &EngineConfig::max_batch_seqs)
       .def_rw("preprocess_threads", &EngineConfig::preprocess_threads)

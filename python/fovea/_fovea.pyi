@@ -8,7 +8,6 @@ class EngineConfig:
     replicas: int
     kv_blocks: int
     block_size: int
-    block_size: int
     max_step_tokens: int
     max_batch_seqs: int
     preprocess_threads: int
