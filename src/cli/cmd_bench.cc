@@ -1,7 +1,6 @@
 // fovea bench: runs a workload through the engine and reports QPM, tokens/s, time per stage (EngineStats), and
 // MFU against a GEMM peak measured in the same process; writes JSON and an SVG plot.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +10,7 @@
 #include "backend/backend.h"
 #include "cli/command.h"
 #include "cli/engine_options.h"
+#include "core/clock.h"
 #include "core/error.h"
 #include "engine/stats_fields.h"
 #include "engine/vision_timing.h"
@@ -126,7 +126,6 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   return c;
 }
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The template's text tokens around one image, so a request's tile count follows from its prompt length.
 int text_tokens_around_image(const ModelDesc& desc, const std::string& model_dir, const std::string& prompt) {
@@ -148,10 +147,10 @@ void write_text(const std::string& path, const std::string& text) {
 }
 
 std::vector<WorkloadImage> build_workload(const BenchConfig& c) {
-  const double start = now_s();
+  const double start = monotonic_seconds();
   std::vector<WorkloadImage> images = c.photos.empty() ? directory_workload(c.images, c.count)
                                                        : listing_photo_workload(c.photos, c.count, c.seed);
-  std::fprintf(stderr, "bench: workload of %zu images ready in %.2f s\n", images.size(), now_s() - start);
+  std::fprintf(stderr, "bench: workload of %zu images ready in %.2f s\n", images.size(), monotonic_seconds() - start);
   if (!c.save_dir.empty()) {
     std::filesystem::create_directories(c.save_dir);
     for (size_t i = 0; i < images.size(); ++i) {
@@ -190,7 +189,7 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
   const EngineStats before = service.stats();
   const int tpt = std::max(1, desc.vision.tokens_per_tile());
   std::string first_tokens;
-  const double start = now_s();
+  const double start = monotonic_seconds();
   PumpCallbacks cb;
   cb.make_request = [&](size_t i, Request* r, std::string*) {
     *r = make_request(c, images[i / k], int(i % k));
@@ -217,10 +216,10 @@ BenchResult run_bench(const BenchConfig& c, InferenceService& service, const std
       result.latencies_ms.push_back(f.final.ms);
     }
     const int finished = (result.timeline.empty() ? 0 : result.timeline.back().second) + int(done.size());
-    result.timeline.emplace_back(now_s() - start, finished);
+    result.timeline.emplace_back(monotonic_seconds() - start, finished);
   };
   pump_requests(service, images.size() * k, c.concurrency, cb);
-  result.wall_s = now_s() - start;
+  result.wall_s = monotonic_seconds() - start;
   result.engine_stats = stats_delta(service.stats(), before);
   const EngineStats& run = result.engine_stats;
   if (!c.first_tokens_path.empty()) write_text(c.first_tokens_path, first_tokens);
@@ -258,9 +257,9 @@ PassTime timed_pass(const BenchConfig& c, InferenceService& service,
     }
   };
   const double llm_before = service.stats().llm_ms;
-  const double start = now_s();
+  const double start = monotonic_seconds();
   pump_requests(service, images.size(), c.concurrency, cb);
-  return {now_s() - start, service.stats().llm_ms - llm_before, fewest};
+  return {monotonic_seconds() - start, service.stats().llm_ms - llm_before, fewest};
 }
 
 // After the main run (which warmed the vision and prefix caches and recorded the decode graphs), the same

@@ -1,8 +1,8 @@
 #include "engine/vision_timing.h"
 
-#include <chrono>
 #include <utility>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "engine/engine_plan.h"
 #include "engine/request_prep.h"
@@ -11,8 +11,6 @@
 
 namespace fovea {
 namespace {
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // The first `tiles` tiles of the images, in order, as encode_images takes them (one tensor per image; the last
 // one cut to the tiles still wanted). The tiles are what the engine would make: the request's defaults
@@ -60,18 +58,18 @@ VisionTiming time_vision(const EngineConfig& config, const std::vector<std::stri
   timing.images = int(batch.size());
   timing.reps = options.reps;
   encode_once(runner, batch);  // warm-up: first-call costs (kernel selection, recordings) are not throughput
-  double start = now_s();
+  double start = monotonic_seconds();
   for (int r = 0; r < options.reps; ++r) encode_once(runner, batch);
-  timing.ms_per_tile = 1e3 * (now_s() - start) / (double(options.reps) * options.tiles);
+  timing.ms_per_tile = 1e3 * (monotonic_seconds() - start) / (double(options.reps) * options.tiles);
   if (options.hold_seconds > 0) {
     // The batch again and again for hold_seconds (and at least until one batch ends inside the window); the
     // window is the second half, from the end of the first batch past the half mark, once the clocks settled.
-    start = now_s();
+    start = monotonic_seconds();
     double window_start = -1, last = 0;
     int in_window = 0;
     do {
       encode_once(runner, batch);
-      last = now_s() - start;
+      last = monotonic_seconds() - start;
       if (window_start < 0) {
         if (last >= options.hold_seconds / 2) window_start = last;
       } else {

@@ -1,10 +1,10 @@
 #include "jobs/job_loop.h"
 
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <unordered_map>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "core/rate_window.h"
 #include "jobs/logits_dump.h"
@@ -12,10 +12,6 @@
 
 namespace fovea {
 namespace {
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // Items of one group run one after another (in input order), groups in the order they first appear: the engine
 // then computes each image's prefix once and its other questions reuse it, however the input scatters them.
@@ -67,7 +63,7 @@ BatchJobSummary run_job_items(InferenceService& service, const std::vector<JobIt
   if (!options.dump_logits_path.empty()) logits_dump = std::make_unique<LogitsDump>(options.dump_logits_path);
   Progress progress(int64_t(todo.size()), options.progress_terminal, options.progress_interval_s);
   RateWindow rate(60.0);
-  const double start = now_seconds();
+  const double start = monotonic_seconds();
 
   // URL images are downloaded ahead (in submission order) while earlier items run.
   std::vector<std::string> urls(todo.size());
@@ -102,15 +98,15 @@ BatchJobSummary run_job_items(InferenceService& service, const std::vector<JobIt
     if (logits_dump) logits_dump->append(logit_rows);  // before the results: a done item has its row
     writer.append(lines);  // durable before it counts as done
     summary.ran += int64_t(finished.size());
-    rate.add(now_seconds(), int64_t(finished.size()));
+    rate.add(monotonic_seconds(), int64_t(finished.size()));
   };
   callbacks.on_tick = [&] {
     if (!options.progress) return;
     progress.set_detail(engine_shares(service.stats()));
-    progress.update(summary.ran, summary.failed, rate.per_minute(now_seconds()), now_seconds());
+    progress.update(summary.ran, summary.failed, rate.per_minute(monotonic_seconds()), monotonic_seconds());
   };
   pump_requests(service, todo.size(), options.concurrency, callbacks);
-  summary.elapsed_s = now_seconds() - start;
+  summary.elapsed_s = monotonic_seconds() - start;
   if (options.progress) progress.set_detail(engine_shares(service.stats()));
   if (options.progress) progress.finish(summary.ran, summary.failed, summary.elapsed_s);
   return summary;

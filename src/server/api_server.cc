@@ -1,13 +1,10 @@
 #include "server/api_server.h"
 
-#include <chrono>
 #include <ctime>
 
-namespace fovea {
+#include "core/clock.h"
 
-double monotonic_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace fovea {
 
 ApiServer::ApiServer(ApiServerOptions options)
     : options_(std::move(options)),

@@ -8,12 +8,10 @@
 #include <deque>
 #include <mutex>
 
+#include "core/clock.h"
 #include "server/api_server.h"
 
 namespace fovea {
-
-double monotonic_seconds();
-
 namespace {
 
 using openai::Json;
