@@ -168,36 +168,6 @@ TEST_F(OpsTest, AttentionDenseVitShape) {
   expect_close(out, kAttentionTol, "attention_dense ViT tile shape");
 }
 
-// The dense kernels' ragged ends (attention_dense_tail.cuh): keys past the last whole key tile folded in on CUDA
-// cores, query rows past the last whole row tile in their own kernel, at both wgmma head dims, at and past the
-// limits (4 folded keys, 8 tail rows), and with the last key dominating some rows (its K row scaled up) so that
-// the fold raises the running max.
-TEST_F(OpsTest, AttentionDenseRaggedEnds) {
-  struct Case {
-    int batch, tokens, heads, head_dim;
-    bool loud_last_key;
-  };
-  for (Case c : {Case{2, 1025, 3, 64, true}, Case{1, 1028, 2, 64, false}, Case{1, 1029, 2, 64, false},
-                 Case{2, 1032, 2, 64, false}, Case{1, 1033, 1, 64, true}, Case{2, 129, 2, 128, true},
-                 Case{1, 1025, 3, 128, true}, Case{1, 260, 2, 128, false}, Case{1, 136, 2, 128, false},
-                 Case{1, 137, 2, 128, false}, Case{2, 66, 2, 64, true}}) {
-    const int rows = c.batch * c.tokens, width = c.heads * c.head_dim;
-    Tensor host = random_host({rows, 3 * width}, -2.f, 2.f);
-    if (c.loud_last_key) {
-      for (int b = 0; b < c.batch; ++b) {
-        float* k = host.ptr<float>() + (int64_t(b + 1) * c.tokens - 1) * 3 * width + width;
-        for (int i = 0; i < width; ++i) k[i] *= 8.f;  // a power of two: still bf16
-      }
-    }
-    Twin qkv = twin(host), out = output({rows, width});
-    cpu_->attention_dense(qkv.cpu, c.batch, c.tokens, c.heads, c.head_dim, out.cpu);
-    gpu_->attention_dense(qkv.gpu, c.batch, c.tokens, c.heads, c.head_dim, out.gpu);
-    expect_close(out, kAttentionTol,
-                 "attention_dense ragged B=" + std::to_string(c.batch) + " T=" + std::to_string(c.tokens) +
-                     " H=" + std::to_string(c.heads) + " D=" + std::to_string(c.head_dim));
-  }
-}
-
 TEST_F(OpsTest, RopeAndKvWrite) {
   struct Case {
     int tokens, heads, kv_heads, head_dim;

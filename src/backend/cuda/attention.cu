@@ -1,8 +1,7 @@
 // Flash attention for both layouts (see attention_common.cuh): online softmax over key tiles, no score matrix
 // in memory. Dispatch: on sm_90a, dense and non-split paged steps with more than 64 query rows per (sequence, KV
 // head) run the pipelined wgmma kernel (attention_wgmma_pipelined.cuh; attention_wgmma.cuh's unpipelined one
-// where TMA cannot serve the shape; dense problems' last few keys and query rows past whole tiles on CUDA cores,
-// attention_dense_tail.cuh); split-KV decode steps whose rows fit a 16-row tile run
+// where TMA cannot serve the shape); split-KV decode steps whose rows fit a 16-row tile run
 // attention_decode.cuh's kernel; the rest runs the mma.sync kernel (attention_mma.cuh, head dims up to 128 that
 // are multiples of 8, padded to 32/64/128 with zeros: its cp.async copies move 16-byte chunks); a SIMT kernel
 // (one warp per query row, below) serves every other even head dim up to 256.
@@ -15,7 +14,6 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_decode.cuh"
-#include "backend/cuda/attention_dense_tail.cuh"
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
 #include "backend/cuda/dependent_launch.cuh"
@@ -109,10 +107,7 @@ using Wgmma22 = WgmmaConfig<kPad, 3, 64, 2>;
 // head dim 64 (the ViT) one warpgroup, 64-key tiles, three stages, two blocks per SM (44): 308 (31: 295). The
 // other configurations of the sweep (2 or 3 warpgroups on 64-key tiles, one on 128) were slower and removed.
 template <int kPad>
-#ifndef FOVEA_EXP_EVERY
-#define FOVEA_EXP_EVERY 0
-#endif
-using Pipe44 = WgmmaPipeConfig<kPad, 1, 64, 3, 2, 0, FOVEA_EXP_EVERY>;
+using Pipe44 = WgmmaPipeConfig<kPad, 1, 64, 3, 2>;
 template <int kPad>
 using Pipe47 = WgmmaPipeConfig<kPad, 2, 128, 3, 1, 232>;
 
@@ -183,17 +178,7 @@ bool tma_fits(const AttentionProblem& p, int keys) {
 
 template <class C>
 void launch_wgmma_config(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
-  int row_tiles = int((int64_t(max_q_len) * p.group + C::kRows - 1) / C::kRows);
-  // Dense, pipelined: a few query rows past the last whole row tile (a ViT tile's class token) go to the
-  // tail-row kernel instead of a block of their own (attention_dense_tail.cuh).
-  int tail_rows = 0;
-  if (C::kPipelined && !p.paged && p.group == 1 && row_tiles > 1) {
-    const int past = max_q_len % C::kRows;  // dense: group 1
-    if (past > 0 && past <= kMaxTailRows) {
-      tail_rows = past;
-      --row_tiles;
-    }
-  }
+  const int row_tiles = int((int64_t(max_q_len) * p.group + C::kRows - 1) / C::kRows);
   CUtensorMap k_map{}, v_map{};
   if constexpr (C::kTma) {
     if (p.paged) {
@@ -211,10 +196,6 @@ void launch_wgmma_config(const AttentionProblem& p, int num_seqs, int max_q_len,
   else
     flash_attention_wgmma<C><<<grid, C::kThreads, C::smem_bytes(), stream>>>(p);
   FOVEA_CUDA_CHECK_LAUNCH();
-  if (tail_rows > 0) {
-    dense_attention_tail_rows<C::kPad><<<dim3(tail_rows, p.heads, num_seqs), 128, 0, stream>>>(p, row_tiles * C::kRows);
-    FOVEA_CUDA_CHECK_LAUNCH();
-  }
 }
 
 // The wgmma kernels serve head dims in (32, 128] that are multiples of 8, one row tile per sequence and KV head

@@ -83,19 +83,6 @@ __device__ __forceinline__ float exp2_of(float x) {
   }
 }
 
-// 2^x for x <= 0 on the FMA pipe instead of the special-function unit (16 results per clock per SM, the
-// bottleneck of head-dim-64 attention, where each score costs as many exp2 as 256 tensor-core flops): x = j + f
-// with j = round(x) (the 1.5 * 2^23 addition rounds), 2^f on [-1/2, 1/2] by a degree-3 fit (relative error
-// 7.5e-5, 26 times under bf16's rounding of the weight), j added to the exponent bits. Below -126: 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
-  const float shifted = x + kRound;
-  const float f = x - (shifted - kRound);
-  const float p = fmaf(fmaf(fmaf(0.05517167f, f, 0.24261114f), f, 0.69326097f), f, 0.99992806f);
-  const float y = __int_as_float(__float_as_int(p) + (__float_as_int(shifted) << 23));
-  return x < -126.f ? 0.f : y;
-}
-
 // The per-tile math both mma.sync kernels share (this one and attention_decode.cuh). A thread holds rows g
 // (accumulator elements 0, 1) and g + 8 (elements 2, 3) of its warp's 16 rows; s[n] are the scores of the
 // tile's keys n * 8 .. n * 8 + 7 (columns 2t, 2t + 1 of each), acc[d] the output dims d * 8 .. d * 8 + 7.
@@ -141,9 +128,7 @@ __device__ __forceinline__ void store_output_row(__nv_bfloat16* out, const float
 // scores into weights 2^(score * scale_log2 - max * scale_log2), rescales the running sums (this thread's
 // columns only) and returns in `correction` the factor the output accumulators must be rescaled by. The
 // pipelined wgmma kernel applies it later, once the previous tile's P·V has landed in the accumulators.
-// kFmaEvery > 0: every kFmaEvery-th 8-key column group's weights come from exp2_fma (the rest from the
-// special-function unit), balancing the two pipes.
-template <bool kFast, int kTiles, int kFmaEvery = 0>
+template <bool kFast, int kTiles>
 __device__ __forceinline__ void softmax_weights(float (&s)[kTiles][4], float (&row_max)[2], float (&row_sum)[2],
                                                 float scale_log2, float (&correction)[2]) {
 #pragma unroll
@@ -161,14 +146,8 @@ __device__ __forceinline__ void softmax_weights(float (&s)[kTiles][4], float (&r
     row_sum[h] *= correction[h];
 #pragma unroll
     for (int n = 0; n < kTiles; ++n) {
-      constexpr int kEvery = kFmaEvery > 0 ? kFmaEvery : 1;
-      if (kFmaEvery > 0 && n % kEvery == kEvery - 1) {
-        s[n][2 * h] = exp2_fma(fmaf(s[n][2 * h], scale_log2, -base));
-        s[n][2 * h + 1] = exp2_fma(fmaf(s[n][2 * h + 1], scale_log2, -base));
-      } else {
-        s[n][2 * h] = exp2_of<kFast>(fmaf(s[n][2 * h], scale_log2, -base));
-        s[n][2 * h + 1] = exp2_of<kFast>(fmaf(s[n][2 * h + 1], scale_log2, -base));
-      }
+      s[n][2 * h] = exp2_of<kFast>(fmaf(s[n][2 * h], scale_log2, -base));
+      s[n][2 * h + 1] = exp2_of<kFast>(fmaf(s[n][2 * h + 1], scale_log2, -base));
       row_sum[h] += s[n][2 * h] + s[n][2 * h + 1];
     }
   }

@@ -12,7 +12,6 @@
 // The arithmetic is attention_wgmma.cuh's, operation for operation (O_j = O_{j-1} * c_j + P_j·V_j, the same
 // bf16 rounding of P), so the outputs are bitwise those of the unpipelined kernel.
 #pragma once
-#include "backend/cuda/attention_dense_tail.cuh"
 #include "backend/cuda/attention_wgmma.cuh"
 
 namespace fovea::cuda {
@@ -21,12 +20,8 @@ namespace fovea::cuda {
 // (setmaxnreg: the producer drops to 40 per thread, the consumers rise to kConsumerRegisters), so 128-key tiles at
 // head dim 128 (S, P and O all in registers) fit without spilling. 0: a single producer warp, registers as the
 // launch bounds give them.
-// kFmaEvery: softmax_weights' split of the exp2 between the special-function unit and the FMA pipe (0: all on the
-// special-function unit).
-template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, int kMinBlocksPerSm, int kConsumerRegisters = 0,
-          int kFmaEvery = 0>
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, int kMinBlocksPerSm, int kConsumerRegisters = 0>
 struct WgmmaPipeConfig : WgmmaTiles<kPadDim, kNumGroups, kKeyTile, kNumStages> {
-  static constexpr int kFmaExpEvery = kFmaEvery;
   static constexpr int kMinBlocks = kMinBlocksPerSm;
   static constexpr bool kTma = true;  // K/V always by TMA
   static constexpr bool kPipelined = true;
@@ -95,14 +90,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
   const int last_token = min(span.q_len - 1, (row0 + C::kRows - 1) / p.group);
   const int kv_end = min(span.kv_len, span.limit(last_token) + 1);
-  int end_tile = max(0, (kv_end + C::kKeys - 1) / C::kKeys);
-  // Dense: a few keys past the last whole tile (a ViT tile's class token) are folded in on CUDA cores after the
-  // loop instead of costing one more tile (attention_dense_tail.cuh).
-  int folded_from = kv_end;
-  if (!p.paged && kv_end > C::kKeys && kv_end % C::kKeys <= kMaxFoldedKeys && kv_end % C::kKeys != 0) {
-    folded_from = kv_end - kv_end % C::kKeys;
-    end_tile = folded_from / C::kKeys;
-  }
+  const int end_tile = max(0, (kv_end + C::kKeys - 1) / C::kKeys);
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < C::kStages; ++i) {
@@ -167,7 +155,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   auto scores_to_weights = [&](int tile) {
     if (tile * C::kKeys + C::kKeys - 1 > st.warp_min_limit)
       mma_detail::mask_scores(s, tile * C::kKeys, t, st.key_limit);
-    mma_detail::softmax_weights<true, C::kKeys / 8, C::kFmaExpEvery>(s, st.max, st.sum, p.scale_log2, correction);
+    mma_detail::softmax_weights<true>(s, st.max, st.sum, p.scale_log2, correction);
   };
   if (visible_end > 0) {
     barrier_wait(full_bar(0), phase(0));
@@ -202,9 +190,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     release(tile);
   }
 
-  if (folded_from < kv_end)
-    fold_tail_keys<C>(p, span, seq, kv_head, smem.q, group_index * 64 + warp * 16 + g, t, folded_from, kv_end, st,
-                      acc);
   store_rows(p, span, st, acc, my_row, kv_head, t);
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
 }
