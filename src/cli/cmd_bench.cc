@@ -126,7 +126,6 @@ BenchConfig parse_bench_args(const std::vector<std::string>& raw) {
   return c;
 }
 
-
 // The template's text tokens around one image, so a request's tile count follows from its prompt length.
 int text_tokens_around_image(const ModelDesc& desc, const std::string& model_dir, const std::string& prompt) {
   try {
