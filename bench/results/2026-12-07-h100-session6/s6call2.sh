@@ -6,7 +6,7 @@
 #   2. op microbenchmarks, base and new: FOVEA_OPS_PERF=attention (paged prefill 2 x 3409) and =family (Qwen3 step);
 #   3. end-to-end A/B (bench/gpu/binary_ab.sh, 2 reps, alternating) on InternVL3.5-8B FP8 and InternVL2-8B FP8;
 #   4. family rows (bench/gpu/family.sh, fraction of this machine's floor) with whichever binary passed its tests:
-#      InternVL3.5-8B FP8 and bf16, InternVL2-8B bf16 (call 1 ran InternVL3-78B W4A16 with the base binary).
+#      InternVL3.5-8B FP8, InternVL2-8B bf16 (call 1 ran InternVL3-78B W4A16 with the base binary).
 # One archive in $OUT, rewritten after every stage.
 cd "$(dirname "$0")/../.."
 R=/tmp/s6call2; rm -rf $R; mkdir -p $R
@@ -30,14 +30,14 @@ timeout -k 5 120 $B/test_golden_forward-new > $R/test_golden_forward.txt 2>&1; g
 echo "goldens rc=$gold_rc $(grep -E '^\[  (PASSED|FAILED) ' $R/test_golden_forward.txt | tr '\n' ' ')"
 save
 NEW=$B/fovea-new; [ $ops_rc = 0 ] && [ $gold_rc = 0 ] || NEW=""
-for mode in attention family; do for v in base new; do
+for mode in attention family; do for v in new; do  # base: call 1
   [ $v = new ] && [ -z "$NEW" ] && continue
   FOVEA_OPS_PERF=$mode timeout -k 5 90 $B/test_ops-$v --gtest_filter='OpsPerf.*' > $R/perf_$mode-$v.txt 2>&1
   echo "perf $mode $v rc=$?"; grep -E "paged prefill|paged chunk|qk_norm_rope|vit attention|attention" $R/perf_$mode-$v.txt | head -6
 done; done
 save
-if [ -n "$NEW" ] && [ $(left) -gt 330 ]; then
-  OUT=$R/ab WORK=/tmp/fovea_ab timeout -k 5 $(( $(left) - 200 )) bash bench/gpu/binary_ab.sh $B/fovea-base $NEW 2 \
+if [ -n "$NEW" ] && [ $(left) -gt 250 ]; then
+  OUT=$R/ab WORK=/tmp/fovea_ab timeout -k 5 $(( $(left) - 100 )) bash bench/gpu/binary_ab.sh $B/fovea-base $NEW 2 \
     InternVL3_5-8B:fp8 InternVL2-8B:fp8 > $R/ab.txt 2>&1
   echo "ab rc=$? at ${SECONDS}s"; cat $R/ab.txt | grep -E "QPM|failed|rc="
   save
@@ -45,7 +45,7 @@ fi
 F=${NEW:-$B/fovea-base}
 if [ $(left) -gt 90 ]; then
   OUT=$R/family WORK=/tmp/fovea_family FOVEA_BIN=$PWD/$F bench/gpu/family.sh \
-    --only internvl3_5-8b-fp8,internvl3_5-8b,internvl2-8b \
+    --only internvl3_5-8b-fp8,internvl2-8b \
     --budget $(( $(left) - 10 )) > $R/family_stdout.txt 2>&1
   echo "family rc=$? at ${SECONDS}s"; tail -n 16 $R/family/family.md 2>/dev/null | head -8
 fi
