@@ -1,0 +1,98 @@
+# Sourced by a session's device-call script (bash): the stages such a call strings together, each writing under
+# $R and ending by rewriting one archive in $OUT (the device returns a few files per call, and a call cut short
+# still returns what it has). A call script is then its plan alone:
+#
+#   source bench/gpu/call_common.sh
+#   call_begin s7call1 .carry/bin/bins7.tar.xz       # R=/tmp/s7call1, $OUT/s7call1.tgz, binaries unpacked in $B
+#   call_family_h200 fovea-base                       # only on a card of more than 100 GB
+#   call_test_new && call_perf "attention family" new
+#   call_ab 2 InternVL3_5-8B:fp8 InternVL2-8B:fp8
+#   call_family internvl3_5-8b-fp8,internvl2-8b
+#
+# Binaries in the tarball: fovea-base / fovea-new, test_ops-base / test_ops-new, test_golden_forward-new.
+# DEADLINE (seconds since the script began, default 550) bounds every stage: `left` says what remains.
+
+call_begin() {  # call_begin NAME TARBALL
+  cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+  CALL=$1
+  R=/tmp/$CALL
+  rm -rf "$R" && mkdir -p "$R"
+  B=.carry/bin
+  tar xJf "$2" -C "$B" || echo "could not unpack $2"
+  nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv,noheader | tee "$R/gpu.txt"
+  GPU_MIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  NEW=""
+}
+save() { tar czf "$OUT/$CALL.tgz" -C "$R" . ; }
+left() { echo $(( ${DEADLINE:-550} - SECONDS )); }
+
+# The family rows that need more than 80 GB (issue 22), with BIN (under $B); the archive is rewritten every 30 s
+# meanwhile, so rows that finished come back even if the call is cut.
+call_family_h200() {  # call_family_h200 BIN [KEYS] [BUDGET]
+  [ "${GPU_MIB:-0}" -gt 100000 ] || return 0
+  ( while sleep 30; do save; done ) & local saver=$!
+  OUT=$R/family_h200 WORK=/tmp/fovea_family FOVEA_BIN=$PWD/$B/$1 bench/gpu/family.sh \
+    --only "${2:-internvl3-38b,internvl3-78b-fp8}" --budget "${3:-280}" > "$R/family_h200_stdout.txt" 2>&1
+  echo "family (H200) rc=$? at ${SECONDS}s"
+  kill $saver
+  tail -n 14 "$R/family_h200/family.md" 2>/dev/null | head -6
+  save
+}
+
+# test_ops and the CUDA goldens of the new binaries; NEW=$B/fovea-new only if both pass.
+call_test_new() {
+  timeout -k 5 150 "$B/test_ops-new" > "$R/test_ops.txt" 2>&1
+  local ops_rc=$?
+  echo "test_ops rc=$ops_rc $(grep -E '^\[  (PASSED|FAILED) ' "$R/test_ops.txt" | tr '\n' ' ')"
+  grep -E "^\[  FAILED" "$R/test_ops.txt" | head -5
+  timeout -k 5 120 "$B/test_golden_forward-new" > "$R/test_golden_forward.txt" 2>&1
+  local gold_rc=$?
+  echo "goldens rc=$gold_rc $(grep -E '^\[  (PASSED|FAILED) ' "$R/test_golden_forward.txt" | tr '\n' ' ')"
+  grep -E "^\[  FAILED" "$R/test_golden_forward.txt" | head -5
+  save
+  [ $ops_rc = 0 ] && [ $gold_rc = 0 ] && NEW=$B/fovea-new
+  [ -n "$NEW" ]
+}
+
+# Op microbenchmarks (test_ops' OpsPerf with FOVEA_OPS_PERF=MODE) of each variant's test_ops.
+call_perf() {  # call_perf "MODE ..." "VARIANT ..."
+  local mode v
+  for mode in $1; do
+    for v in $2; do
+      [ "$v" = new ] && [ -z "$NEW" ] && continue
+      FOVEA_OPS_PERF=$mode timeout -k 5 90 "$B/test_ops-$v" --gtest_filter='OpsPerf.*' > "$R/perf_$mode-$v.txt" 2>&1
+      echo "perf $mode $v rc=$?"
+      grep -E "paged prefill|paged chunk|qk_norm_rope|rope|vit attention|attention" "$R/perf_$mode-$v.txt" | head -6
+    done
+  done
+  save
+}
+
+# End-to-end A/B of fovea-base against the new binary (bench/gpu/binary_ab.sh), if it passed and time allows.
+call_ab() {  # call_ab REPS MODEL:QUANT ...
+  local reps=$1
+  shift
+  if [ -z "$NEW" ] || [ "$(left)" -le 250 ]; then
+    echo "ab skipped (new binary ${NEW:-failed its tests}, $(left) s left)"
+    return 0
+  fi
+  OUT=$R/ab WORK=/tmp/fovea_ab timeout -k 5 $(( $(left) - 100 )) bash bench/gpu/binary_ab.sh "$B/fovea-base" "$NEW" \
+    "$reps" "$@" > "$R/ab.txt" 2>&1
+  echo "ab rc=$? at ${SECONDS}s"
+  grep -E "QPM|failed|rc=" "$R/ab.txt"
+  save
+}
+
+# Family rows (bench/gpu/family.sh, fraction of this machine's floor) with the new binary if it passed, else base.
+call_family() {  # call_family KEYS
+  local bin=${NEW:-$B/fovea-base}
+  if [ "$(left)" -le 90 ]; then
+    echo "family skipped ($(left) s left)"
+    return 0
+  fi
+  OUT=$R/family WORK=/tmp/fovea_family FOVEA_BIN=$PWD/$bin bench/gpu/family.sh --only "$1" \
+    --budget $(( $(left) - 10 )) > "$R/family_stdout.txt" 2>&1
+  echo "family rc=$? at ${SECONDS}s ($bin)"
+  tail -n 16 "$R/family/family.md" 2>/dev/null | head -8
+  save
+}
