@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of two fovea binaries on dummy weights of the family's 8B shapes, in one device call: the listing-photo
 # workload (workload.py), every request computed in full, the two binaries alternating so drift hits both; then an
-# FP8 prefill op profile of the second binary. Everything goes into one archive, rewritten after every stage (the
+# FP8 prefill op profile of each binary. Everything goes into one archive, rewritten after every stage (the
 # device returns only a few files per call, and a call cut short still returns what it has).
 #
 #   bench/gpu/binary_ab.sh BASE_BIN NEW_BIN [REPS] [MODEL:QUANT ...]
@@ -44,10 +44,13 @@ for rep in $(seq 1 "$reps"); do
   save
   if [ "$rep" = 1 ]; then
     model=${runs[0]%%:*}
-    FOVEA_PROFILE_OPS=1 timeout -k 5 60 "$new" bench --model "$W/models/$model" --images "$W/images" --count 32 \
-      --max-tokens 1 --warmup 2 --gemm-seconds 0 --load-format dummy --no-prefix-cache --vision-cache-tiles 1 \
-      --quantization fp8 --json "$R/profile_fp8.json" 2> "$R/profile_fp8.txt"
-    echo "profile fp8 ($model) rc=$?"
+    for which in base new; do
+      bin=$base; [ $which = new ] && bin=$new
+      FOVEA_PROFILE_OPS=1 timeout -k 5 60 "$bin" bench --model "$W/models/$model" --images "$W/images" --count 32 \
+        --max-tokens 1 --warmup 2 --gemm-seconds 0 --load-format dummy --no-prefix-cache --vision-cache-tiles 1 \
+        --quantization fp8 --json "$R/profile_fp8-$which.json" 2> "$R/profile_fp8-$which.txt"
+      echo "profile fp8 ($model, $which) rc=$?"
+    done
     save
   fi
 done
