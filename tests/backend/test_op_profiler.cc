@@ -89,6 +89,32 @@ TEST(OpProfileTable, ReportShowsTopRowsSharesMeansAndTimeOutsideOps) {
   EXPECT_EQ(count_of(all, "more labels"), 0);
 }
 
+TEST(OpProfileTable, OpNamesDropShapesAndSumAnOpOverThem) {
+  EXPECT_EQ(op_name_of("linear_fp8 M=8192 N=28672 K=4096 none channel, quantized by its producer"),
+            "linear_fp8 none channel, quantized by its producer");
+  EXPECT_EQ(op_name_of("upload [13, 448, 448, 3]"), "upload");
+  EXPECT_EQ(op_name_of("paged_attention prefill seqs=3"), "paged_attention prefill");
+  EXPECT_EQ(op_name_of("fill_random [28672, 4096]"), "fill_random");
+  EXPECT_EQ(op_name_of("rows=64"), "rows=64");  // nothing left: the label stays whole
+  OpProfileTable table;
+  table.add("silu_mul_fp8 rows=8192", OpCategory::Elementwise, 0.25);
+  table.add("silu_mul_fp8 rows=1912", OpCategory::Elementwise, 0.05);
+  table.add("silu_mul_fp8 rows=8192", OpCategory::Elementwise, 0.25);
+  table.add("linear M=64 N=4096 K=4096 none", OpCategory::Gemm, 0.4);
+  const std::vector<OpProfileTable::Row> ops = table.ops_by_total();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].label, "silu_mul_fp8");
+  EXPECT_EQ(ops[0].calls, 3);
+  EXPECT_NEAR(ops[0].total_ms, 0.55, 1e-12);
+  EXPECT_EQ(ops[0].category, OpCategory::Elementwise);
+  EXPECT_EQ(ops[1].label, "linear none");
+  const std::string report = table.report(1);
+  EXPECT_NE(report.find("op, every shape"), std::string::npos) << report;
+  EXPECT_NE(report.find("silu_mul_fp8                                                3       0.550"),
+            std::string::npos)
+      << report;
+}
+
 TEST(OpProfileTable, EmptyWindowReportsNoOutsideTime) {
   OpProfileTable table;
   EXPECT_TRUE(table.empty());

@@ -39,6 +39,27 @@ const char* op_category_name(OpCategory c) {
   return "other";
 }
 
+std::string op_name_of(const std::string& label) {
+  std::string words;
+  int depth = 0;
+  for (char c : label) {
+    if (c == '[') ++depth;
+    if (depth == 0) words += c;
+    if (c == ']' && depth > 0) --depth;
+  }
+  std::string name, word;
+  auto flush = [&] {
+    if (!word.empty() && word.find('=') == std::string::npos) name += (name.empty() ? "" : " ") + word;
+    word.clear();
+  };
+  for (char c : words) {
+    if (c == ' ') flush();
+    else word += c;
+  }
+  flush();
+  return name.empty() ? label : name;
+}
+
 void OpProfileTable::add(const std::string& label, OpCategory category, double ms) {
   Row& row = rows_[label];
   if (row.calls == 0) {
@@ -81,6 +102,23 @@ std::vector<OpProfileTable::Row> OpProfileTable::categories_by_total() const {
   return rows;
 }
 
+std::vector<OpProfileTable::Row> OpProfileTable::ops_by_total() const {
+  std::map<std::string, Row> ops;
+  for (const auto& [label, row] : rows_) {
+    Row& op = ops[op_name_of(label)];
+    if (op.calls == 0) {
+      op.label = op_name_of(label);
+      op.category = row.category;
+    }
+    op.calls += row.calls;
+    op.total_ms += row.total_ms;
+  }
+  std::vector<Row> out;
+  for (const auto& [name, row] : ops) out.push_back(row);
+  std::stable_sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+
 std::string OpProfileTable::report(int top) const {
   const double total = op_ms();
   const auto share = [&](double ms) { return total > 0 ? ms / total : 0.0; };
@@ -99,6 +137,9 @@ std::string OpProfileTable::report(int top) const {
     std::snprintf(label, sizeof label, "(%zu more labels)", rows.size() - size_t(top));
     append_row(out, label, rest.calls, rest.total_ms, share(rest.total_ms));
   }
+  out += "\n";
+  append_header(out, "op, every shape");
+  for (const Row& row : ops_by_total()) append_row(out, row.label.c_str(), row.calls, row.total_ms, share(row.total_ms));
   out += "\n";
   append_header(out, "category");
   int64_t calls = 0;

@@ -17,6 +17,9 @@ namespace fovea::cuda {
 
 enum class OpCategory : int { Gemm, Attention, Norm, Elementwise, Copy, Other };
 const char* op_category_name(OpCategory c);
+// A label without its shape: bracketed spans ("[13, 448, 448, 3]") and words holding '=' ("M=8192", "rows=64")
+// go, so "linear M=64 N=28672 K=4096 none" and "linear M=8192 N=28672 K=4096 none" are both "linear none".
+std::string op_name_of(const std::string& label);
 
 class OpProfileTable {
  public:
@@ -36,8 +39,9 @@ class OpProfileTable {
   double window_ms() const { return window_ms_; }
   std::vector<Row> rows_by_total() const;           // heaviest first; ties by label
   std::vector<Row> categories_by_total() const;     // one row per category that has calls, label = its name
-  // The op table (top `top` rows: calls, total ms, mean µs, share of op time), the by-category table, and the
-  // op time against the window.
+  std::vector<Row> ops_by_total() const;            // one row per op_name_of(label): an op at every shape
+  // The op table (top `top` rows: calls, total ms, mean µs, share of op time), every op summed over its shapes,
+  // the by-category table, and the op time against the window.
   std::string report(int top = 40) const;
   bool empty() const { return rows_.empty(); }
 
