@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/gemm_w4.h"
 #include "backend/w4_layout.h"
 #include "ops_harness.h"
@@ -164,7 +165,7 @@ void w4_split_sweep(Perf& p, int64_t n, int64_t k, int64_t group, const Tensor& 
                     const std::vector<W4Weight>& w4, size_t& next, const Tensor& workspace, const std::string& shape,
                     double w4_bytes) {
   const int64_t m = x.dim(0);
-  const int chosen = cuda::w4_fused_splits(n, k, cuda::w4_sm_count(0));
+  const int chosen = cuda::w4_fused_splits(n, k, cuda::sm_count(0));
   const size_t offset = cuda::w4_partials_offset(k, false);
   auto* partials = reinterpret_cast<float*>(static_cast<unsigned char*>(workspace.data) + offset);
   for (int splits : {chosen / 2, chosen * 2}) {

@@ -20,6 +20,7 @@
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kernel_utils.cuh"
 
 namespace fovea::cuda {
@@ -54,9 +55,7 @@ Setup make_setup() {
   s.blocks_per_sm[0] = prepare_config<DecodeW6S2<32>>();
   s.blocks_per_sm[1] = prepare_config<DecodeW6S2<64>>();
   s.blocks_per_sm[2] = prepare_config<DecodeW6S2<128>>();
-  int device = 0;
-  FOVEA_CUDA_CHECK(cudaGetDevice(&device));
-  FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&s.sms, cudaDevAttrMultiProcessorCount, device));
+  s.sms = current_sm_count();
   return s;
 }
 

@@ -3,6 +3,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_checks.h"
 #include "backend/w4_layout.h"
@@ -50,7 +51,7 @@ void CudaBackend::linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bi
   const bool x_aligned = (reinterpret_cast<uintptr_t>(x.data) & 15u) == 0;
   // The fused kernel serves small M only: with batch invariance on, every M takes the dequantize + GEMM path.
   if (!batch_invariant_ && w4_fused_supported(m, n, k, w.group, x_aligned)) {
-    const int splits = w4_fused_splits(n, k, w4_sm_count(device_index_));
+    const int splits = w4_fused_splits(n, k, sm_count(device_index_));
     OpScope scope(profiler_.get(), OpCategory::Gemm,
                   [&] { return str("linear_w4 M=", m, " N=", n, " K=", k, " fused S=", splits); });
     const bf16* input = cbf(x);
@@ -73,7 +74,7 @@ void CudaBackend::linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bi
 }
 
 size_t CudaBackend::linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const {
-  return w4_workspace_bytes(n, k, group, permuted, w4_sm_count(device_index_));
+  return w4_workspace_bytes(n, k, group, permuted, sm_count(device_index_));
 }
 
 void CudaBackend::layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) {

@@ -4,7 +4,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -146,17 +145,6 @@ size_t w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted, in
     fused = w4_partials_offset(k, permuted) + (splits > 1 ? size_t(splits) * kW4FusedMaxRows * size_t(n) * 4 : 0);
   }
   return std::max(fused, w4_dequantized_bytes(n, k));
-}
-
-int w4_sm_count(int device_index) {
-  // Asked once per device: every linear_w4 needs it, and the attribute never changes.
-  static std::atomic<int> cached[64] = {};
-  std::atomic<int>* slot = device_index >= 0 && device_index < 64 ? &cached[device_index] : nullptr;
-  if (slot && slot->load() > 0) return slot->load();
-  int sms = 0;
-  FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_index));
-  if (slot) slot->store(sms);
-  return sms;
 }
 
 void prepare_w4_kernels() { prepare_w4_v2_kernels(); }

@@ -86,7 +86,6 @@ size_t w4_dequantized_bytes(int64_t n, int64_t k);
 size_t w4_partials_offset(int64_t k, bool permuted);
 size_t w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted, int sm_count);
 
-int w4_sm_count(int device_index);
 // Raises the fused kernels' shared-memory limits; call once per backend before the first launch (outside graph
 // captures).
 void prepare_w4_kernels();

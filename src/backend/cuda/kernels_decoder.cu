@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/dependent_launch.cuh"
+#include "backend/cuda/device_info.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -76,13 +77,6 @@ __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rot
   }
 }
 
-int multiprocessor_count() {
-  int device = 0, sms = 0;
-  FOVEA_CUDA_CHECK(cudaGetDevice(&device));
-  FOVEA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return sms;
-}
-
 // A decode step has few tokens (64 tokens are 16 blocks on a 132-SM H200), so one chunk would leave most SMs
 // idle while each thread walks every rotated head (40 for InternLM2). With fewer than kRopeBlocksPerSm token
 // blocks per SM the rotated heads are split into equal chunks over blockIdx.y, about as many as bring the grid
@@ -93,7 +87,7 @@ int multiprocessor_count() {
 // once per (token, pair).
 constexpr int kRopeBlocksPerSm = 4;
 int rope_heads_per_chunk(int token_blocks, int rotated_heads) {
-  static const int target_blocks = kRopeBlocksPerSm * multiprocessor_count();
+  static const int target_blocks = kRopeBlocksPerSm * current_sm_count();
   const int chunks = std::min(rotated_heads, std::max(1, (target_blocks + token_blocks - 1) / token_blocks));
   return (rotated_heads + chunks - 1) / chunks;
 }
