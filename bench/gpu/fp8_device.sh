@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~4 minutes) for the FP8 W8A8 path, which has not run on a GPU yet (written in session 3):
+# One device call (~4 minutes) for the FP8 W8A8 path (first run 2026-11-29; recipes: fp8_recipes_device.sh):
 #   1. test_ops' LinearFp8 (CUDA linear_fp8 against the CPU reference) and the rest of test_ops;
 #   2. OpsPerf's `llm fp8` rows (FP8 GEMM + activation quantization at M = 8192) beside the bf16 rows;
 #   3. fovea bench, official tiling, 96 requests: bf16, --quantization fp8 (LLM) and fp8-all (+ ViT) (QPM,
