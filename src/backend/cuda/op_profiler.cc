@@ -25,6 +25,13 @@ void append_header(std::string& out, const char* first_column) {
   out += line;
 }
 
+// Heaviest first; the sort is stable, so rows that come ordered by label keep that order on equal totals.
+std::vector<OpProfileTable::Row> heaviest_first(std::vector<OpProfileTable::Row> rows) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const OpProfileTable::Row& a, const OpProfileTable::Row& b) { return a.total_ms > b.total_ms; });
+  return rows;
+}
+
 }  // namespace
 
 const char* op_category_name(OpCategory c) {
@@ -79,10 +86,8 @@ double OpProfileTable::op_ms() const {
 std::vector<OpProfileTable::Row> OpProfileTable::rows_by_total() const {
   std::vector<Row> rows;
   rows.reserve(rows_.size());
-  for (const auto& [label, row] : rows_) rows.push_back(row);
-  // rows_ is ordered by label and the sort is stable, so equal totals keep label order.
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total_ms > b.total_ms; });
-  return rows;
+  for (const auto& [label, row] : rows_) rows.push_back(row);  // ordered by label
+  return heaviest_first(std::move(rows));
 }
 
 std::vector<OpProfileTable::Row> OpProfileTable::categories_by_total() const {
@@ -98,25 +103,24 @@ std::vector<OpProfileTable::Row> OpProfileTable::categories_by_total() const {
     }
     if (sum.calls > 0) rows.push_back(sum);
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.total_ms > b.total_ms; });
-  return rows;
+  return heaviest_first(std::move(rows));
 }
 
 std::vector<OpProfileTable::Row> OpProfileTable::ops_by_total() const {
   std::map<std::string, Row> ops;
   for (const auto& [label, row] : rows_) {
-    Row& op = ops[op_name_of(label)];
+    const std::string name = op_name_of(label);
+    Row& op = ops[name];
     if (op.calls == 0) {
-      op.label = op_name_of(label);
+      op.label = name;
       op.category = row.category;
     }
     op.calls += row.calls;
     op.total_ms += row.total_ms;
   }
   std::vector<Row> out;
-  for (const auto& [name, row] : ops) out.push_back(row);
-  std::stable_sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.total_ms > b.total_ms; });
-  return out;
+  for (const auto& [name, row] : ops) out.push_back(row);  // ordered by name
+  return heaviest_first(std::move(out));
 }
 
 std::string OpProfileTable::report(int top) const {
