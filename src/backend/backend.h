@@ -122,10 +122,10 @@ class Backend {
   virtual void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                                  const Tensor& bias, Tensor& y, Activation act = Activation::None) = 0;
   // linear_fp8_scaled with Fp8Scaling::Channel on an activation quantized beforehand:
-  // y[m,n] = (sum_k x.codes[m,k]·w8[n,k]) * x.scales[m] * w_scale[n] + bias[n]; the same bits as
-  // linear_fp8_scaled(Channel) on the activation that x was quantized from.
+  // y[m,n] = act((sum_k x.codes[m,k]·w8[n,k]) * x.scales[m] * w_scale[n] + bias[n]); the same bits as
+  // linear_fp8_scaled(Channel, act) on the activation that x was quantized from.
   virtual void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                               Tensor& y) = 0;
+                               Tensor& y, Activation act = Activation::None) = 0;
   // W4A16: y[M,N] = x[M,K] · W^T + bias[N] (bias may be empty), W[n, perm[c]] = bf16(float(q - z) * s) for the
   // (q, z, s) of stored column c: exactly the bf16 weight model/w4_dequant.h makes of the same checkpoint, so the
   // result equals linear() on that weight up to the order of the float32 sums. `workspace` is a U8 tensor of at
@@ -141,8 +141,11 @@ class Backend {
   virtual void add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Tensor& y) = 0;
   // residual += x (x may be empty: residual is only read), then y = the Channel quantization (Fp8Rows) of
   // rms_norm(residual) rounded to the compute dtype: the codes and scales add_rms_norm (or rms_norm) followed by
-  // linear_fp8_scaled's own quantization would make. y.codes [M,N], y.scales [M].
-  virtual void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) = 0;
+  // linear_fp8_scaled's own quantization would make. y.codes [M,N], y.scales [M]. (scale_add_norm_fp8 with
+  // NormKind::Rms and no scale.)
+  void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) {
+    scale_add_norm_fp8(residual, x, Tensor{}, NormKind::Rms, gamma, Tensor{}, eps, y);
+  }
   // In-place RMSNorm of the q and k parts of qkv [T, (H + 2*KV)*D] (v is left alone): x / sqrt(mean(x^2) + eps) *
   // gamma, statistics in float32. Each part's scope follows the size of its gamma: q_gamma [D] normalises every
   // q head on its own (Qwen3's q_norm), q_gamma [H*D] all q heads of a token together (InternViT-6B's q_norm over
@@ -157,6 +160,12 @@ class Backend {
   // layer-scaled branch is folded into x while the next norm is computed. y may alias branch, not x.
   virtual void scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
                               const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) = 0;
+  // scale_add_norm, or with an empty branch the norm of x alone (x only read), then y = the Channel quantization
+  // (Fp8Rows) of the norm rounded to the compute dtype: the codes and scales scale_add_norm (or layer_norm /
+  // rms_norm) followed by linear_fp8_scaled's own quantization would make. The FP8 ViT's qkv and fc1 inputs and the
+  // FP8 LLM's (add_rms_norm_fp8) take no separate quantization pass. y.codes [M,N], y.scales [M].
+  virtual void scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                                  const Tensor& gamma, const Tensor& beta, float eps, Fp8Rows& y) = 0;
   // y[M,F] = silu(gate_up[:, :F]) * gate_up[:, F:], gate_up [M, 2F].
   virtual void silu_mul(const Tensor& gate_up, Tensor& y) = 0;
   // y = the Channel quantization (Fp8Rows) of silu_mul(gate_up) rounded to the compute dtype; y.codes [M,F].

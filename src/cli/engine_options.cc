@@ -18,7 +18,7 @@ const std::vector<EngineOption>& engine_options() {
       {"--quantization", "quantization", &C::quantization,
        "none|fp8|fp8-tensor|fp8-channel|fp8-block|fp8-channel-act128|fp8-all|w4a16",
        "W8A8 E4M3 for the LLM's projections; scales per tensor, per channel x per token, 128x128 x 1x128 blocks, "
-       "or per channel x 1x128; fp8 = fp8-channel; fp8-all: the ViT's linears too; w4a16: the LLM's projections "
+       "or per channel x 1x128; fp8 = fp8-channel; fp8-all: the ViT's qkv and fc1 too; w4a16: the LLM's projections "
        "4-bit (a 4-bit checkpoint kept packed, or 4-bit dummy weights)"},
       {"--w4", "w4", &C::w4, "auto|packed|dequantize",
        "4-bit AWQ/GPTQ checkpoints: keep the LLM's linears 4-bit on the device (W4A16) or load them as bf16; "

@@ -178,8 +178,8 @@ QuantizationChoice parse_quantization(const std::string& name) {
   for (const Choice& c : kChoices)
     if (name == c.name) {
       q.fp8_llm = true;
-      // The ViT's K = 1024 GEMMs gained nothing from FP8 on the H200 while quantizing their activations costs a pass
-      // over them: 1.80 ms per tile against 1.52 in bf16 (session 4), so only "fp8-all" quantizes them.
+      // The ViT in FP8 ("fp8-all": qkv and fc1, whose inputs the norms quantize) is an option: 1.35 ms per tile
+      // against 1.43 in bf16 on an H100 (session 8), at some fidelity (bench/results/2026-12-07-session8.md).
       q.fp8_vit = c.vit;
       q.fp8_scaling = c.scaling;
       return q;

@@ -45,8 +45,7 @@ size_t runtime_reserve_bytes(const ModelDesc& desc, const RunnerOptions& opts, D
     const VisionConfig& v = desc.vision;
     const int64_t rows = int64_t(opts.max_step_tiles) * v.tokens();
     fp8 = std::max({fp8, fp8_activation_bytes(rows, v.hidden, 3 * int64_t(v.hidden), opts.fp8_scaling),
-                    fp8_activation_bytes(rows, v.hidden, v.mlp, opts.fp8_scaling),
-                    fp8_activation_bytes(rows, v.mlp, v.hidden, opts.fp8_scaling)});
+                    fp8_activation_bytes(rows, v.hidden, v.mlp, opts.fp8_scaling)});  // qkv, fc1
   }
   // The buffer grows to the largest input seen and keeps the smaller ones it replaced (a recorded graph may still read
   // them): at most about twice the largest.

@@ -8,6 +8,16 @@ namespace fovea {
 namespace {
 // mlp1.0 is nn.LayerNorm(4C) with PyTorch's default eps, not the ViT's 1e-6.
 constexpr float kProjectorNormEps = 1e-5f;
+
+// Whether every layer's qkv and fc1 weights are FP8 with per-token activation scales: the linears whose inputs
+// the norms before them can write already quantized.
+bool quantizes_by_rows(const VisionWeights& w) {
+  if (w.layers.empty()) return false;
+  for (const VitLayerWeights& l : w.layers)
+    for (const Fp8Linear* f : {&l.qkv8, &l.fc1_8})
+      if (f->empty() || f->scaling != Fp8Scaling::Channel) return false;
+  return true;
+}
 }  // namespace
 
 Tensor VisionEncoder::alloc(DType dtype, const Shape& shape) {
@@ -36,6 +46,7 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   attn_ = alloc(act, {rows, C});
   branch_ = alloc(act, {rows, C});
   mlp_ = alloc(act, {rows, int64_t(v.mlp)});
+  if (quantizes_by_rows(weights)) normed8_ = {alloc(DType::F8E4M3, {rows, C}), alloc(DType::F32, {rows})};
   shuffled_ = alloc(act, {shuffled_rows, 4 * C});
   shuffled_normed_ = alloc(act, {shuffled_rows, 4 * C});
   hidden_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});
@@ -71,9 +82,26 @@ NormKind VisionEncoder::norm_kind() const {
   return desc_.vision.norm == VitNorm::RmsNorm ? NormKind::Rms : NormKind::Layer;
 }
 
-void VisionEncoder::norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y) {
-  if (norm_kind() == NormKind::Rms) be_.rms_norm(x, gamma, desc_.vision.norm_eps, y);
-  else be_.layer_norm(x, gamma, beta, desc_.vision.norm_eps, y);
+// x += ls ⊙ branch (ls null: the first layer, x is only read), then y = act(linear(norm(x))). With FP8 qkv / fc1
+// weights of per-token scales the norm writes the linear's input already quantized (Backend::scale_add_norm_fp8):
+// the same codes as the bf16 norm followed by the linear's own quantization, without that pass.
+void VisionEncoder::norm_then_linear(Tensor& x, const Tensor* ls, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
+                                     Activation act) {
+  const int64_t rows = x.dim(0);
+  const Tensor branch = ls ? branch_.rows(0, rows) : Tensor{};
+  const float eps = desc_.vision.norm_eps;
+  if (!normed8_.codes.empty()) {
+    Fp8Rows normed8 = normed8_.rows(0, rows);
+    be_.scale_add_norm_fp8(x, branch, ls ? *ls : Tensor{}, norm_kind(), gamma, beta, eps, normed8);
+    be_.linear_fp8_rows(normed8, w8.codes, w8.scale, bias, y, act);
+    return;
+  }
+  Tensor normed = normed_.rows(0, rows);
+  if (ls) be_.scale_add_norm(x, branch, *ls, norm_kind(), gamma, beta, eps, normed);
+  else if (norm_kind() == NormKind::Rms) be_.rms_norm(x, gamma, eps, normed);
+  else be_.layer_norm(x, gamma, beta, eps, normed);
+  apply_linear(be_, normed, w, w8, bias, y, act);
 }
 
 // The residual stream takes each layer-scaled branch in the op that computes the next norm, so x is read and
@@ -83,24 +111,18 @@ void VisionEncoder::norm(const Tensor& x, const Tensor& gamma, const Tensor& bet
 void VisionEncoder::vit_layer(const VitLayerWeights& w, const Tensor* pending_ls2, int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t rows = int64_t(tiles) * v.tokens();
-  Tensor x = x_.rows(0, rows), normed = normed_.rows(0, rows), qkv = qkv_.rows(0, rows);
+  Tensor x = x_.rows(0, rows), qkv = qkv_.rows(0, rows);
   Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
   const int head_dim = v.hidden / v.heads;
   // x += ls1 * proj(attention(norm1(x))), with InternViT-6B's q/k RMSNorm over all heads before the attention
-  if (pending_ls2) {
-    be_.scale_add_norm(x, branch, *pending_ls2, norm_kind(), w.norm1_w, w.norm1_b, v.norm_eps, normed);
-  } else {
-    norm(x, w.norm1_w, w.norm1_b, normed);
-  }
-  apply_linear(be_, normed, w.qkv_w, w.qkv8, w.qkv_b, qkv);
+  norm_then_linear(x, pending_ls2, w.norm1_w, w.norm1_b, w.qkv_w, w.qkv8, w.qkv_b, qkv);
   if (v.qk_norm) be_.qk_rms_norm(qkv, w.q_norm, w.k_norm, v.heads, v.heads, head_dim, v.qk_norm_eps);
   be_.attention_dense(qkv, tiles, v.tokens(), v.heads, head_dim, attn);
-  apply_linear(be_, attn, w.proj_w, w.proj8, w.proj_b, branch);
+  be_.linear(attn, w.proj_w, w.proj_b, branch);
   // x += ls1 * branch while norm2 is computed; then x += ls2 * fc2(gelu(fc1(norm2(x)))), that add left to the
   // next norm
-  be_.scale_add_norm(x, branch, w.ls1, norm_kind(), w.norm2_w, w.norm2_b, v.norm_eps, normed);
-  apply_linear(be_, normed, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
-  apply_linear(be_, mlp, w.fc2_w, w.fc2_8, w.fc2_b, branch);
+  norm_then_linear(x, &w.ls1, w.norm2_w, w.norm2_b, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
+  be_.linear(mlp, w.fc2_w, w.fc2_b, branch);
 }
 
 void VisionEncoder::project(int tiles) {

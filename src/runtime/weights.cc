@@ -126,17 +126,18 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
       L.q_norm = up.get(p + "q_norm", {C});
       L.k_norm = up.get(p + "k_norm", {C});
     }
+    // FP8 only where the norm before the linear writes its input already quantized (qkv, fc1): proj and fc2
+    // would each need a quantization pass of their own, which cost more than their FP8 GEMMs saved (session 8:
+    // 1.41 ms per tile with all four in FP8, 1.35 with these two, 1.43 in bf16, on an H100).
     if (fp8) {
       L.qkv8 = up.get_fp8(p + "qkv.weight", {3 * C, C});
-      L.proj8 = up.get_fp8(p + "proj.weight", {C, C});
       L.fc1_8 = up.get_fp8(p + "fc1.weight", {M, C});
-      L.fc2_8 = up.get_fp8(p + "fc2.weight", {C, M});
     } else {
       L.qkv_w = up.get(p + "qkv.weight", {3 * C, C});
-      L.proj_w = up.get(p + "proj.weight", {C, C});
       L.fc1_w = up.get(p + "fc1.weight", {M, C});
-      L.fc2_w = up.get(p + "fc2.weight", {C, M});
     }
+    L.proj_w = up.get(p + "proj.weight", {C, C});
+    L.fc2_w = up.get(p + "fc2.weight", {C, M});
     L.qkv_b = v.qkv_bias ? up.get(p + "qkv.bias", {3 * C}) : up.get_optional(p + "qkv.bias", {3 * C});
     L.proj_b = up.get(p + "proj.bias", {C});
     L.ls1 = up.get(p + "ls1", {C});

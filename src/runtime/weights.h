@@ -41,12 +41,13 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
 using LinearInputObserver = void (*)(void* context, const Tensor& weight, const Tensor& input);
 void set_linear_input_observer(LinearInputObserver observer, void* context);
 
-// With FP8 ViT weights the four linears' bf16 tensors are not uploaded (empty) and the *8 fields hold them.
+// With FP8 ViT weights qkv's and fc1's bf16 tensors are not uploaded (empty) and qkv8 / fc1_8 hold them; proj and
+// fc2 stay in the weight dtype (weights.cc says why).
 // InternViT-6B: norm*_b and qkv_b empty (RMSNorm, no qkv bias), q_norm / k_norm [C] set.
 struct VitLayerWeights {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, q_norm, k_norm, proj_w, proj_b, ls1;
   Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;
-  Fp8Linear qkv8, proj8, fc1_8, fc2_8;
+  Fp8Linear qkv8, fc1_8;
 };
 
 struct VisionWeights {
@@ -88,12 +89,12 @@ struct DeviceWeights {
   W4Summary w4;
 };
 
-// Allocates every weight the forward needs and has `source` fill it, one tensor at a time, checking each
-// canonical tensor's shape against `desc`. Throws fovea::Error naming the tensor on a missing tensor or a wrong
-// shape. fp8_llm: the LLM's four projections per layer are held as E4M3 codes with fp8_scaling's weight scales
-// (a checkpoint's are quantized on the host, backend/fp8_recipe.h); fp8_vit: the same for the ViT layers' qkv,
-// proj, fc1 and fc2. The patch embedding, the projector, embeddings, norms, biases and the LM head stay in the
-// weight dtype. Projections the source holds 4-bit (WeightSource::has_w4) are uploaded packed (not with fp8_llm:
+// Allocates every weight the forward needs and has `source` fill it, one tensor at a time, checking each canonical
+// tensor's shape against `desc`. Throws fovea::Error naming the tensor on a missing tensor or a wrong shape. fp8_llm:
+// the LLM's four projections per layer are held as E4M3 codes with fp8_scaling's weight scales (a checkpoint's are
+// quantized on the host, backend/fp8_recipe.h); fp8_vit: the same for the ViT layers' qkv and fc1 (the linears whose
+// inputs their norms quantize). The patch embedding, the projector, embeddings, norms, biases and the LM head stay in
+// the weight dtype. Projections the source holds 4-bit (WeightSource::has_w4) are uploaded packed (not with fp8_llm:
 // that needs them dense), with one workspace for linear_w4.
 DeviceWeights upload_weights(const ModelDesc& desc, WeightSource& source, Backend& backend, bool fp8_llm = false,
                              bool fp8_vit = false, Fp8Scaling fp8_scaling = Fp8Scaling::Channel);

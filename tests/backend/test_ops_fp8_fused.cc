@@ -1,8 +1,8 @@
-// The fused producers of a per-token FP8 activation (Backend::add_rms_norm_fp8, silu_mul_fp8) and the GEMM that
-// takes it (linear_fp8_rows): on every backend they must give exactly what the separate ops give (the norm or
-// SiLU·mul in the compute dtype, then linear_fp8_scaled's own Channel quantization), so switching the forward
-// to them changes no answer. CPU cases run everywhere; the CUDA ones compare the fused kernels with the separate
-// CUDA kernels bit for bit, and with the CPU reference to FP8 precision.
+// The fused producers of a per-token FP8 activation (Backend::scale_add_norm_fp8 and its LLM form add_rms_norm_fp8,
+// silu_mul_fp8) and the GEMM that takes it (linear_fp8_rows, with GELU for the ViT's fc1): on every backend they must
+// give exactly what the separate ops give (the norm or SiLU·mul in the compute dtype, then linear_fp8_scaled's own
+// Channel quantization), so switching the forward to them changes no answer. CPU cases run everywhere; the CUDA ones
+// compare the fused kernels with the separate CUDA kernels bit for bit, and with the CPU reference to FP8 precision.
 #include <cstring>
 #include <random>
 #include <string>
@@ -104,6 +104,43 @@ TEST(CpuFp8Fused, ProducersAndGemmEqualTheSeparateOps) {
   EXPECT_THROW(cpu->linear_fp8_rows(host_rows(m, h + 16), wq.codes, wq.scale, Tensor{}, y), Error);
 }
 
+// The ViT's forms on the CPU reference: LayerNorm and RMSNorm, with the layer-scaled residual add, a plain add and
+// none (the first layer's norm), each against scale_add_norm / the plain norm followed by the row quantization;
+// linear_fp8_rows with bias and GELU against linear_fp8_scaled(Channel, GELU).
+TEST(CpuFp8Fused, VitNormProducersAndGeluGemmEqualTheSeparateOps) {
+  auto cpu = make_cpu_backend();
+  std::mt19937 rng(37);
+  const int64_t m = 9, h = 256, n = 96;
+  const Tensor x0 = random_matrix(rng, m, h, 2.f), branch = random_matrix(rng, m, h, 1.f);
+  const Tensor scale = random_matrix(rng, 1, h, 0.5f).view({h}), gamma = random_matrix(rng, 1, h, 1.f).view({h});
+  const Tensor beta = random_matrix(rng, 1, h, 0.3f).view({h}), bias = random_matrix(rng, 1, n, 1.f).view({n});
+  const Fp8HostWeight wq = quantize_fp8_weight(random_matrix(rng, n, h, 0.2f), Fp8Scaling::Channel);
+  for (const NormKind kind : {NormKind::Layer, NormKind::Rms}) {
+    const Tensor b = kind == NormKind::Layer ? beta : Tensor{};
+    for (const int form : {0, 1, 2}) {  // 0: no branch, 1: plain add, 2: layer-scaled add
+      const std::string what = std::string(kind == NormKind::Layer ? "layer" : "rms") + " form " +
+                               std::to_string(form);
+      Tensor x_a = copy_of(x0), x_b = copy_of(x0), normed = Tensor::host(DType::F32, {m, h});
+      const Tensor br = form == 0 ? Tensor{} : branch, sc = form == 2 ? scale : Tensor{};
+      if (form != 0) cpu->scale_add_norm(x_a, br, sc, kind, gamma, b, 1e-6f, normed);
+      else if (kind == NormKind::Layer) cpu->layer_norm(x_a, gamma, b, 1e-6f, normed);
+      else cpu->rms_norm(x_a, gamma, 1e-6f, normed);
+      Fp8Rows q = host_rows(m, h);
+      cpu->scale_add_norm_fp8(x_b, br, sc, kind, gamma, b, 1e-6f, q);
+      EXPECT_TRUE(same_bits(x_a, x_b)) << what << ": the residual update";
+      expect_row_quantization_of(normed, q, what);
+      Tensor y_a = Tensor::host(DType::F32, {m, n}), y_b = Tensor::host(DType::F32, {m, n});
+      cpu->linear_fp8_scaled(normed, wq.codes, wq.scale, Fp8Scaling::Channel, bias, y_a, Activation::Gelu);
+      cpu->linear_fp8_rows(q, wq.codes, wq.scale, bias, y_b, Activation::Gelu);
+      EXPECT_TRUE(same_bits(y_a, y_b)) << what << " then linear_fp8_rows with GELU";
+    }
+  }
+  Fp8Rows q = host_rows(m, h);
+  Tensor x = copy_of(x0);
+  EXPECT_THROW(cpu->scale_add_norm_fp8(x, branch, scale, NormKind::Rms, gamma, beta, 1e-6f, q), Error)
+      << "RMSNorm takes no beta";
+}
+
 // CUDA: the fused kernels against the separate CUDA kernels (residual, then the GEMM output: bit-identical) and
 // against the CPU reference (FP8 precision: the reference normalises in float32, CUDA rounds to bf16 first, so a
 // few codes may differ by one step). Widths of the real models (InternLM2/Qwen 4096 / 14336, SmolLM2 576 /
@@ -154,6 +191,48 @@ TEST_F(OpsTest, Fp8RowProducersMatchTheSeparateKernels) {
     cpu_->silu_mul_fp8(gate_up.cpu, q_cpu);
     cpu_->linear_fp8_rows(q_cpu, d8.cpu, ds.cpu, Tensor{}, y_b.cpu);
     expect_close(y_b, 3e-2, what + " vs the CPU reference");
+  }
+}
+
+// CUDA, the ViT's forms: scale_add_norm_fp8 (LayerNorm / RMSNorm, layer-scaled add, plain add, none) then
+// linear_fp8_rows with bias and GELU, against scale_add_norm (or the plain norm) then linear_fp8_scaled(Channel,
+// GELU): the residual and the GEMM output bit for bit; the CPU reference to FP8 precision. Widths of InternViT-300M
+// (1,024, LayerNorm) and InternViT-6B (3,200, RMSNorm), a tile's 1,025 rows and a few.
+TEST_F(OpsTest, Fp8VitNormProducersMatchTheSeparateKernels) {
+  struct Case {
+    int m, h, n;
+    NormKind kind;
+  };
+  for (Case c : {Case{1025, 1024, 512, NormKind::Layer}, Case{7, 1024, 4096, NormKind::Layer},
+                 Case{70, 3200, 256, NormKind::Rms}}) {
+    const bool layer = c.kind == NormKind::Layer;
+    const Fp8HostWeight wq = quantize_fp8_weight(random_host({c.n, c.h}, -0.1f, 0.1f), Fp8Scaling::Channel);
+    Twin w8 = twin(wq.codes, '8'), ws = twin(wq.scale, 'f'), bias = twin(random_host({c.n}), 'w');
+    Twin gamma = twin(random_host({c.h}, 0.5f, 1.5f), 'w'), scale = twin(random_host({c.h}, -0.5f, 0.5f), 'w');
+    Twin beta = layer ? twin(random_host({c.h}, -0.3f, 0.3f), 'w') : Twin{};
+    const Tensor x_host = random_host({c.m, c.h}, -4.f, 4.f);
+    Twin branch = twin(random_host({c.m, c.h}));
+    for (const int form : {0, 1, 2}) {  // 0: no branch, 1: plain add, 2: layer-scaled add
+      const std::string what = std::string(layer ? "layer" : "rms") + " form " + std::to_string(form) +
+                               " M=" + std::to_string(c.m) + " H=" + std::to_string(c.h);
+      const Tensor br_gpu = form == 0 ? Tensor{} : branch.gpu, br_cpu = form == 0 ? Tensor{} : branch.cpu;
+      const Tensor sc_gpu = form == 2 ? scale.gpu : Tensor{}, sc_cpu = form == 2 ? scale.cpu : Tensor{};
+      Twin x_a = twin(x_host), x_b = twin(x_host), normed = output({c.m, c.h});
+      Twin codes = twin(nan_codes({c.m, c.h}), '8'), scales = output({c.m}, 'f');
+      Twin y_a = output({c.m, c.n}), y_b = output({c.m, c.n});
+      if (form != 0) gpu_->scale_add_norm(x_a.gpu, br_gpu, sc_gpu, c.kind, gamma.gpu, beta.gpu, 1e-6f, normed.gpu);
+      else if (layer) gpu_->layer_norm(x_a.gpu, gamma.gpu, beta.gpu, 1e-6f, normed.gpu);
+      else gpu_->rms_norm(x_a.gpu, gamma.gpu, 1e-6f, normed.gpu);
+      gpu_->linear_fp8_scaled(normed.gpu, w8.gpu, ws.gpu, Fp8Scaling::Channel, bias.gpu, y_a.gpu, Activation::Gelu);
+      Fp8Rows q_gpu{codes.gpu, scales.gpu}, q_cpu{codes.cpu, scales.cpu};
+      gpu_->scale_add_norm_fp8(x_b.gpu, br_gpu, sc_gpu, c.kind, gamma.gpu, beta.gpu, 1e-6f, q_gpu);
+      gpu_->linear_fp8_rows(q_gpu, w8.gpu, ws.gpu, bias.gpu, y_b.gpu, Activation::Gelu);
+      EXPECT_TRUE(same_bits(gpu_->download(x_a.gpu), gpu_->download(x_b.gpu))) << what << ": residual";
+      EXPECT_TRUE(same_bits(gpu_->download(y_a.gpu), gpu_->download(y_b.gpu))) << what << ": GEMM output";
+      cpu_->scale_add_norm_fp8(x_b.cpu, br_cpu, sc_cpu, c.kind, gamma.cpu, beta.cpu, 1e-6f, q_cpu);
+      cpu_->linear_fp8_rows(q_cpu, w8.cpu, ws.cpu, bias.cpu, y_b.cpu, Activation::Gelu);
+      expect_close(y_b, 3e-2, what + " vs the CPU reference");
+    }
   }
 }
 

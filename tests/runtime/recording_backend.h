@@ -45,11 +45,13 @@ class RecordingBackend final : public Backend {
                          Activation a) override {
     op([=, this]() mutable { in_->linear_fp8_scaled(x, w8, ws, s, b, y, a); });
   }
-  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y) override {
-    op([=, this]() mutable { in_->linear_fp8_rows(x, w8, ws, b, y); });
+  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& ws, const Tensor& b, Tensor& y,
+                       Activation act = Activation::None) override {
+    op([=, this]() mutable { in_->linear_fp8_rows(x, w8, ws, b, y, act); });
   }
-  void add_rms_norm_fp8(Tensor& r, const Tensor& x, const Tensor& g, float eps, Fp8Rows& y) override {
-    op([=, this]() mutable { in_->add_rms_norm_fp8(r, x, g, eps, y); });
+  void scale_add_norm_fp8(Tensor& x, const Tensor& br, const Tensor& s, NormKind kind, const Tensor& g,
+                          const Tensor& b, float eps, Fp8Rows& y) override {
+    op([=, this]() mutable { in_->scale_add_norm_fp8(x, br, s, kind, g, b, eps, y); });
   }
   void silu_mul_fp8(const Tensor& gu, Fp8Rows& y) override {
     op([=, this]() mutable { in_->silu_mul_fp8(gu, y); });

@@ -303,27 +303,36 @@ TEST_F(DemoRunner, Fp8PerTokenDecodeRecordingsEqualTheEagerRun) {
   EXPECT_GT(recorded->decode_recordings(), 0);
 }
 
-// FP8 W8A8 ViT linears (qkv, proj, fc1 with GELU, fc2): their weights take a quarter of their float32 bytes, the
-// image embeddings change (the quantization is on) and the prompt's logits stay close to the unquantized run's.
-// Also through ViT recordings: the eager run before each recording makes the FP8 plans outside it.
+// FP8 W8A8 ViT linears (qkv, fc1 with GELU; proj and fc2 stay dense): their weights take a quarter of their
+// float32 bytes, the image embeddings change (the quantization is on) and the prompt's logits stay close to the
+// unquantized run's. Per tensor, each linear quantizes its own input; per channel, the norms before them write it
+// quantized (scale_add_norm_fp8). Also through ViT recordings: the eager run before each recording makes the FP8
+// plans outside it.
 TEST_F(DemoRunner, Fp8VitLinearsStayCloseToTheUnquantizedForward) {
-  auto plain = make_runner(), fp8 = make_runner(false, false, true), fp8_recorded = make_runner(true, false, true);
+  auto plain = make_runner();
   const ModelDesc& desc = plain->desc();
   const VisionConfig& v = desc.vision;
-  const size_t linears = size_t(v.layers) * size_t(v.hidden) * size_t(4 * v.hidden + 2 * v.mlp);
-  EXPECT_EQ(plain->memory().weights - fp8->memory().weights, linears * 3 - size_t(v.layers) * 4 * sizeof(float));
+  const size_t layers = size_t(v.layers), out_features = size_t(3 * v.hidden + v.mlp);  // qkv's and fc1's
+  const size_t linears = layers * size_t(v.hidden) * out_features;
   const std::vector<int32_t> prompt = prompt_for(desc, 2);
   const std::vector<Tensor> images{random_pixels(2, v.image_size, 4)};
   const SimpleGenerateOptions opts = logits_of(/*tokens=*/1);
-  const auto a = simple_generate(*plain, prompt, images, opts), b = simple_generate(*fp8, prompt, images, opts);
-  const auto c = simple_generate(*fp8_recorded, prompt, images, opts);
+  const auto a = simple_generate(*plain, prompt, images, opts);
   ASSERT_EQ(a.logits.size(), 1u);
-  ASSERT_EQ(b.logits.size(), 1u);
-  ASSERT_EQ(c.logits.size(), 1u);
-  EXPECT_EQ(b.logits[0], c.logits[0]);  // recorded or not, the same FP8 arithmetic
-  const double rel = relative_error(a.logits[0], b.logits[0]);
-  EXPECT_GT(rel, 0.0);
-  EXPECT_LT(rel, 0.08);
+  for (const Fp8Scaling scaling : {Fp8Scaling::Tensor, Fp8Scaling::Channel}) {
+    SCOPED_TRACE(fp8_scaling_name(scaling));
+    auto fp8 = make_runner(false, false, true, scaling), fp8_recorded = make_runner(true, false, true, scaling);
+    const size_t scales = scaling == Fp8Scaling::Tensor ? 2 * layers : layers * out_features;
+    EXPECT_EQ(plain->memory().weights - fp8->memory().weights, linears * 3 - scales * sizeof(float));
+    const auto b = simple_generate(*fp8, prompt, images, opts);
+    const auto c = simple_generate(*fp8_recorded, prompt, images, opts);
+    ASSERT_EQ(b.logits.size(), 1u);
+    ASSERT_EQ(c.logits.size(), 1u);
+    EXPECT_EQ(b.logits[0], c.logits[0]);  // recorded or not, the same FP8 arithmetic
+    const double rel = relative_error(a.logits[0], b.logits[0]);
+    EXPECT_GT(rel, 0.0);
+    EXPECT_LT(rel, 0.08);
+  }
 }
 
 TEST_F(DemoRunner, ErrorsLeaveTheRunnerUsable) {

@@ -32,9 +32,10 @@ class CpuBackend : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
   void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                          const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
-  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                       Tensor& y) override;
-  void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) override;
+  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                       Activation act = Activation::None) override;
+  void scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind, const Tensor& gamma,
+                          const Tensor& beta, float eps, Fp8Rows& y) override;
   void silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) override;
   void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) override;
   size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override;

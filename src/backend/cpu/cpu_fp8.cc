@@ -128,7 +128,7 @@ void CpuBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tens
 }
 
 void CpuBackend::linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                                 Tensor& y) {
+                                 Tensor& y, Activation act) {
   const auto [N, K] = check_fp8_weight(w8, w_scale, Fp8Scaling::Channel);
   const int64_t M = x.count();
   check_fp8_rows(x, M, K, "linear_fp8_rows");
@@ -137,17 +137,19 @@ void CpuBackend::linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tenso
   const std::vector<float> xq = e4m3_values(x.codes.ptr<uint8_t>(), M * K);
   const std::vector<float> wq = e4m3_values(w8.ptr<uint8_t>(), N * K);
   channel_scaled_gemm(xq, x.scales.ptr<float>(), wq, w_scale.ptr<float>(), M, N, K, y.ptr<float>());
-  add_bias_act(y.ptr<float>(), bias, Activation::None, M, N);
+  add_bias_act(y.ptr<float>(), bias, act, M, N);
 }
 
 // The reference composes the unfused ops: the float32 activation, then the Channel quantization of
 // linear_fp8_scaled. What the fusion must preserve is exactly that composition.
-void CpuBackend::add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) {
-  cpu::check_host(residual, DType::F32, "add_rms_norm_fp8", "residual");
-  Tensor normed = Tensor::host(DType::F32, residual.shape);
-  if (x.empty()) rms_norm(residual, gamma, eps, normed);
-  else add_rms_norm(residual, x, gamma, eps, normed);
-  quantize_rows(normed, y, "add_rms_norm_fp8");
+void CpuBackend::scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                                    const Tensor& gamma, const Tensor& beta, float eps, Fp8Rows& y) {
+  cpu::check_host(x, DType::F32, "scale_add_norm_fp8", "x");
+  Tensor normed = Tensor::host(DType::F32, x.shape);
+  if (!branch.empty()) scale_add_norm(x, branch, scale, kind, gamma, beta, eps, normed);
+  else if (kind == NormKind::Layer) layer_norm(x, gamma, beta, eps, normed);
+  else rms_norm(x, gamma, eps, normed);
+  quantize_rows(normed, y, "scale_add_norm_fp8");
 }
 
 void CpuBackend::silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) {

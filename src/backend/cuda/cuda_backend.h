@@ -72,9 +72,10 @@ class CudaBackend final : public Backend {
                 KvCacheLayer& cache) override;
   void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                          const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
-  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                       Tensor& y) override;
-  void add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) override;
+  void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
+                       Activation act = Activation::None) override;
+  void scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind, const Tensor& gamma,
+                          const Tensor& beta, float eps, Fp8Rows& y) override;
   void silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) override;
   void rope_kv_write(Tensor& qkv, const Tensor& positions, const Tensor& slots, int heads, int kv_heads,
                      int head_dim, float theta, KvCacheLayer& cache) override;

@@ -1,6 +1,6 @@
 // CudaBackend's FP8 ops: linear_fp8_scaled (quantize the activation, then the scaled cuBLASLt GEMM),
 // linear_fp8_rows (the GEMM on an activation quantized beforehand) and the producers that quantize as they write
-// it (add_rms_norm_fp8, silu_mul_fp8; kernels_fp8_fused.cu).
+// it (scale_add_norm_fp8, silu_mul_fp8; kernels_fp8_fused.cu).
 #include <utility>
 
 #include "backend/cuda/cuda_backend.h"
@@ -99,7 +99,7 @@ void CudaBackend::linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Ten
 }
 
 void CudaBackend::linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias,
-                                  Tensor& y) {
+                                  Tensor& y, Activation act) {
   const auto [n, k] = fp8_weight_dims(w8, w_scale, Fp8Scaling::Channel);
   const int64_t m = x.count();
   expect_fp8_rows(x, m, k, "linear_fp8_rows input");
@@ -107,27 +107,40 @@ void CudaBackend::linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tens
               shape_str(y.shape), " for input ", shape_str(x.codes.shape));
   if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear_fp8_rows bias");
   OpScope scope(profiler_.get(), OpCategory::Gemm, [&] {
-    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(gemm_epilogue(!bias.empty(), false)),
+    return str("linear_fp8 M=", m, " N=", n, " K=", k, " ",
+               gemm_epilogue_name(gemm_epilogue(!bias.empty(), act == Activation::Gelu)),
                " channel, quantized by its producer");
   });
   fp8_gemm(static_cast<const uint8_t*>(x.codes.data), static_cast<const float*>(x.scales.data), w8, w_scale,
-           Fp8Scaling::Channel, bias.empty() ? nullptr : cbf(bias), mbf(y), m, n, k, Activation::None);
+           Fp8Scaling::Channel, bias.empty() ? nullptr : cbf(bias), mbf(y), m, n, k, act);
 }
 
-void CudaBackend::add_rms_norm_fp8(Tensor& residual, const Tensor& x, const Tensor& gamma, float eps, Fp8Rows& y) {
-  const int64_t cols = residual.dim(-1), rows = rows_of(residual, DType::BF16, cols, "add_rms_norm_fp8 residual");
-  if (!x.empty())
-    FOVEA_CHECK(rows_of(x, DType::BF16, cols, "add_rms_norm_fp8 input") == rows, "add_rms_norm_fp8: input shape");
-  expect_numel(gamma, DType::BF16, cols, "add_rms_norm_fp8 gamma");
-  expect_fp8_rows(y, rows, cols, "add_rms_norm_fp8 output");
-  OpScope scope(profiler_.get(), OpCategory::Norm,
-                [&] { return rows_label(x.empty() ? "rms_norm_fp8" : "add_rms_norm_fp8", rows); });
+void CudaBackend::scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tensor& scale, NormKind kind,
+                                     const Tensor& gamma, const Tensor& beta, float eps, Fp8Rows& y) {
+  const int64_t cols = x.dim(-1), rows = rows_of(x, DType::BF16, cols, "scale_add_norm_fp8 x");
+  if (!branch.empty())
+    FOVEA_CHECK(rows_of(branch, DType::BF16, cols, "scale_add_norm_fp8 branch") == rows,
+                "scale_add_norm_fp8: shapes ", shape_str(x.shape), " ", shape_str(branch.shape));
+  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add_norm_fp8 scale");
+  expect_numel(gamma, DType::BF16, cols, "scale_add_norm_fp8 gamma");
+  const bool layer = kind == NormKind::Layer;
+  if (layer) expect_numel(beta, DType::BF16, cols, "scale_add_norm_fp8 beta");
+  else FOVEA_CHECK(beta.empty(), "scale_add_norm_fp8: RMSNorm takes no beta");
+  expect_fp8_rows(y, rows, cols, "scale_add_norm_fp8 output");
+  OpScope scope(profiler_.get(), OpCategory::Norm, [&] {
+    const char* add = branch.empty() ? "" : scale.empty() ? "add_" : "scale_add_";
+    return str(add, layer ? "layer_norm_fp8" : "rms_norm_fp8", " rows=", rows);
+  });
   auto* codes = static_cast<uint8_t*>(y.codes.data);
   auto* scales = static_cast<float*>(y.scales.data);
-  if (x.empty())
-    launch_rms_norm_fp8(nullptr, cbf(residual), cbf(gamma), eps, codes, scales, int(rows), int(cols), stream_);
+  const bf16* scale_ptr = scale.empty() ? nullptr : cbf(scale);
+  const bf16* beta_ptr = layer ? cbf(beta) : nullptr;
+  if (branch.empty())
+    launch_norm_fp8(nullptr, cbf(x), nullptr, layer, cbf(gamma), beta_ptr, eps, codes, scales, int(rows), int(cols),
+                    stream_);
   else
-    launch_rms_norm_fp8(mbf(residual), cbf(x), cbf(gamma), eps, codes, scales, int(rows), int(cols), stream_);
+    launch_norm_fp8(mbf(x), cbf(branch), scale_ptr, layer, cbf(gamma), beta_ptr, eps, codes, scales, int(rows),
+                    int(cols), stream_);
 }
 
 void CudaBackend::silu_mul_fp8(const Tensor& gate_up, Fp8Rows& y) {

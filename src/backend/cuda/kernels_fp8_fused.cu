@@ -1,4 +1,4 @@
-// The producers of an FP8 linear's input that quantize as they write (Backend::add_rms_norm_fp8, silu_mul_fp8):
+// The producers of an FP8 linear's input that quantize as they write (Backend::scale_add_norm_fp8, silu_mul_fp8):
 // one block per row computes the row's values exactly as the bf16 kernel would (the norms' first pass of
 // norm_rows.cuh, kernels_elementwise.cu's silu_times: same loop, same thread count, same sums), rounds each to
 // bf16 as that kernel's store would, takes the row's max|v|, then writes the E4M3 codes and the row scale with the
@@ -17,33 +17,40 @@ namespace {
 
 constexpr int kSiluThreads = 256;
 
-// With residual != null: residual += x (rounded to bf16, as stored), then the new residual is normalised;
-// otherwise x is. codes [rows, cols], scales [rows].
-template <int W>
-__global__ void rms_norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* gamma, float eps, uint8_t* codes,
-                                    float* scales, int cols) {
+// With residual != null: residual += scale ⊙ x (scale null: 1; rounded to bf16, as stored), then the new residual
+// is normalised; otherwise x is. LayerNorm (kLayer, beta) or RMSNorm. codes [rows, cols], scales [rows].
+template <int W, bool kLayer>
+__global__ void norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma,
+                                const bf16* beta, float eps, uint8_t* codes, float* scales, int cols) {
   __shared__ float scratch[32];
   wait_for_upstream();
   release_downstream();
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
-  float v[W], g[W];
-  const float rms = row_inverse_rms<W>(residual, x, nullptr, base, cols, eps, scratch);
+  float v[W], g[W], b[W];
+  float2 stats;
+  if constexpr (kLayer) stats = row_mean_rstd<W>(residual, x, scale, base, cols, eps, scratch);
+  else stats.x = row_inverse_rms<W>(residual, x, scale, base, cols, eps, scratch);
+  // The bf16 value the unfused norm would store, recomputed for each of the two passes below.
+  const auto normed = [&](int c) {
+    load_bf16<W>(row + c, v);
+    load_bf16<W>(gamma + c, g);
+    if constexpr (kLayer) load_bf16<W>(beta + c, b);
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      v[i] = through_bf16(kLayer ? layer_norm_value(v[i], stats, g[i], b[i]) : rms_norm_value(v[i], stats.x, g[i]));
+  };
   float absmax = 0.f;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    load_bf16<W>(row + c, v);
-    load_bf16<W>(gamma + c, g);
+    normed(c);
 #pragma unroll
-    for (int i = 0; i < W; ++i) absmax = fmaxf(absmax, fabsf(through_bf16(v[i] * rms * g[i])));
+    for (int i = 0; i < W; ++i) absmax = fmaxf(absmax, fabsf(v[i]));
   }
-  const float scale = fp8_scale_of(block_max(absmax, scratch));
-  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  const float row_scale = fp8_scale_of(block_max(absmax, scratch));
+  if (threadIdx.x == 0) scales[blockIdx.x] = row_scale;
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    load_bf16<W>(row + c, v);
-    load_bf16<W>(gamma + c, g);
-#pragma unroll
-    for (int i = 0; i < W; ++i) v[i] = through_bf16(v[i] * rms * g[i]);
-    store_fp8_codes<W>(codes + base + c, v, scale);
+    normed(c);
+    store_fp8_codes<W>(codes + base + c, v, row_scale);
   }
 }
 
@@ -88,16 +95,19 @@ bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0
 
 }  // namespace
 
-void launch_rms_norm_fp8(bf16* residual, const bf16* x, const bf16* gamma, float eps, uint8_t* codes, float* scales,
-                         int rows, int cols, cudaStream_t stream) {
+void launch_norm_fp8(bf16* residual, const bf16* x, const bf16* scale, bool layer, const bf16* gamma,
+                     const bf16* beta, float eps, uint8_t* codes, float* scales, int rows, int cols,
+                     cudaStream_t stream) {
   if (rows == 0) return;
   const int threads = norm_threads(cols);
-  const bool vector = cols % 8 == 0 && (!residual || aligned16(residual)) && aligned16(x) && aligned16(gamma) &&
+  const bool vector = cols % 8 == 0 && (!residual || aligned16(residual)) && aligned16(x) &&
+                      (!scale || aligned16(scale)) && aligned16(gamma) && (!beta || aligned16(beta)) &&
                       aligned8(codes);
-  if (vector)
-    launch_dependent(rms_norm_fp8_kernel<8>, rows, threads, 0, stream, residual, x, gamma, eps, codes, scales, cols);
-  else
-    launch_dependent(rms_norm_fp8_kernel<1>, rows, threads, 0, stream, residual, x, gamma, eps, codes, scales, cols);
+  const auto go = [&](auto kernel) {
+    launch_dependent(kernel, rows, threads, 0, stream, residual, x, scale, gamma, beta, eps, codes, scales, cols);
+  };
+  if (layer) vector ? go(norm_fp8_kernel<8, true>) : go(norm_fp8_kernel<1, true>);
+  else vector ? go(norm_fp8_kernel<8, false>) : go(norm_fp8_kernel<1, false>);
 }
 
 void launch_silu_mul_fp8(const bf16* gate_up, uint8_t* codes, float* scales, int rows, int half_cols,

@@ -11,8 +11,7 @@
 namespace fovea::cuda {
 namespace {
 
-// With residual != null the row normalised is the residual after the first pass's update. Each thread re-reads
-// only the chunks it wrote itself, so no barrier is needed for that update.
+// With residual != null the row normalised is the residual after the first pass's update.
 template <int W>
 __global__ void layer_norm_kernel(bf16* residual, const bf16* x, const bf16* scale, const bf16* gamma,
                                   const bf16* beta, float eps, bf16* y, int cols) {
@@ -22,27 +21,13 @@ __global__ void layer_norm_kernel(bf16* residual, const bf16* x, const bf16* sca
   const int64_t base = int64_t(blockIdx.x) * cols;
   const bf16* row = residual ? residual + base : x + base;
   float v[W], g[W], b[W];
-  float sum = 0.f;
-  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    first_pass_chunk<W>(residual, x, scale, base, c, v);
-#pragma unroll
-    for (int i = 0; i < W; ++i) sum += v[i];
-  }
-  const float mean = block_sum(sum, scratch) / float(cols);
-  // Second pass over (x - mean): avoids the cancellation of E[x^2] - mean^2 on rows with a large mean.
-  float sq = 0.f;
-  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
-    load_bf16<W>(row + c, v);
-#pragma unroll
-    for (int i = 0; i < W; ++i) sq += (v[i] - mean) * (v[i] - mean);
-  }
-  const float rstd = rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
+  const float2 stats = row_mean_rstd<W>(residual, x, scale, base, cols, eps, scratch);
   for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
     load_bf16<W>(row + c, v);
     load_bf16<W>(gamma + c, g);
     load_bf16<W>(beta + c, b);
 #pragma unroll
-    for (int i = 0; i < W; ++i) v[i] = (v[i] - mean) * rstd * g[i] + b[i];
+    for (int i = 0; i < W; ++i) v[i] = layer_norm_value(v[i], stats, g[i], b[i]);
     store_bf16<W>(y + base + c, v);
   }
 }
@@ -62,7 +47,7 @@ __global__ void rms_norm_kernel(bf16* residual, const bf16* x, const bf16* scale
     load_bf16<W>(row + c, v);
     load_bf16<W>(gamma + c, g);
 #pragma unroll
-    for (int i = 0; i < W; ++i) v[i] = v[i] * rms * g[i];
+    for (int i = 0; i < W; ++i) v[i] = rms_norm_value(v[i], rms, g[i]);
     store_bf16<W>(y + base + c, v);
   }
 }

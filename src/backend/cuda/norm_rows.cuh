@@ -42,4 +42,35 @@ __device__ __forceinline__ float row_inverse_rms(bf16* residual, const bf16* x, 
   return rsqrtf(block_sum(sq, scratch) / float(cols) + eps);
 }
 
+// The row's mean and 1 / standard deviation for LayerNorm (after the residual update when residual != null), the
+// same on every thread: a first pass summing the values, a second over (v - mean) that avoids the cancellation of
+// E[x^2] - mean^2 on rows with a large mean. Each thread re-reads only the chunks it wrote, so the update needs no
+// barrier. `scratch`: 32 floats of shared memory.
+template <int W>
+__device__ __forceinline__ float2 row_mean_rstd(bf16* residual, const bf16* x, const bf16* scale, int64_t base,
+                                                int cols, float eps, float* scratch) {
+  const bf16* row = residual ? residual + base : x + base;
+  float v[W];
+  float sum = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    first_pass_chunk<W>(residual, x, scale, base, c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i) sum += v[i];
+  }
+  const float mean = block_sum(sum, scratch) / float(cols);
+  float sq = 0.f;
+  for (int c = threadIdx.x * W; c < cols; c += blockDim.x * W) {
+    load_bf16<W>(row + c, v);
+#pragma unroll
+    for (int i = 0; i < W; ++i) sq += (v[i] - mean) * (v[i] - mean);
+  }
+  return {mean, rsqrtf(block_sum(sq, scratch) / float(cols) + eps)};
+}
+
+// A normalised value, written once for the bf16 norms and the FP8 producers so both round the same expression.
+__device__ __forceinline__ float layer_norm_value(float v, float2 stats, float g, float b) {
+  return (v - stats.x) * stats.y * g + b;
+}
+__device__ __forceinline__ float rms_norm_value(float v, float rms, float g) { return v * rms * g; }
+
 }  // namespace fovea::cuda

@@ -19,11 +19,13 @@ void launch_quantize_fp8_groups(const __nv_bfloat16* x, int64_t rows, int64_t co
 // bytes), as TransformerEngine's GEMM_READY block-scaled tensors lay them out for cuBLASLt.
 inline int64_t fp8_activation_scale_ld(int64_t rows) { return (rows + 3) / 4 * 4; }
 // Fused producers of a per-token (Channel) FP8 activation (kernels_fp8_fused.cu): codes [rows, cols] and
-// scales [rows] equal to launch_scale_add_rms_norm with a null scale / launch_rms_norm (residual null: x is
-// normalised) or launch_silu_mul followed by launch_quantize_fp8_groups(group = cols), byte for byte, when both
-// take the same vector width (every buffer 16-byte aligned and cols a multiple of 8, as the engine's buffers are).
-void launch_rms_norm_fp8(__nv_bfloat16* residual, const __nv_bfloat16* x, const __nv_bfloat16* gamma, float eps,
-                         uint8_t* codes, float* scales, int rows, int cols, cudaStream_t stream);
+// scales [rows] equal to launch_scale_add_layer_norm / launch_scale_add_rms_norm (residual null: x is normalised,
+// as launch_layer_norm / launch_rms_norm do; layer: LayerNorm with beta, else RMSNorm) or launch_silu_mul, each
+// followed by launch_quantize_fp8_groups(group = cols), byte for byte, when both take the same vector width
+// (every buffer 16-byte aligned and cols a multiple of 8, as the engine's buffers are).
+void launch_norm_fp8(__nv_bfloat16* residual, const __nv_bfloat16* x, const __nv_bfloat16* scale, bool layer,
+                     const __nv_bfloat16* gamma, const __nv_bfloat16* beta, float eps, uint8_t* codes,
+                     float* scales, int rows, int cols, cudaStream_t stream);
 void launch_silu_mul_fp8(const __nv_bfloat16* gate_up, uint8_t* codes, float* scales, int rows, int half_cols,
                          cudaStream_t stream);
 // Raises the fused SwiGLU kernel's shared-memory limit (rows up to 49,152 values; wider ones are refused). Called
