@@ -8,6 +8,7 @@
 #   call_test_new && call_perf "attention family" new
 #   call_ab 2 InternVL3_5-8B:fp8 InternVL2-8B:fp8
 #   call_family internvl3_5-8b-fp8,internvl2-8b
+#   call_vit_alone $B/fovea-new none,fp8-all; call_vit_fp8_fidelity $B/fovea-new
 #
 # Binaries in the tarball: fovea-base / fovea-new, test_ops-base / test_ops-new, test_golden_forward-new.
 # DEADLINE (seconds since the script began, default 550) bounds every stage: `left` says what remains.
@@ -94,5 +95,36 @@ call_family() {  # call_family KEYS
     --budget $(( $(left) - 10 )) > "$R/family_stdout.txt" 2>&1
   echo "family rc=$? at ${SECONDS}s ($bin)"
   tail -n 16 "$R/family/family.md" 2>/dev/null | head -8
+  save
+}
+
+# The ViT + projector alone (bench/gpu/vit_alone.py: the same tiles through Fovea and transformers, alternating
+# rounds) with BIN at each of QUANTS (e.g. none,fp8-all: the FP8 ViT), then one op profile of BIN per QUANT.
+call_vit_alone() {  # call_vit_alone BIN QUANTS
+  local bin=$1 q
+  [ "$(left)" -gt 90 ] || { echo "vit alone skipped ($(left) s left)"; return 0; }
+  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
+f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" /tmp/fovea_vit/model .carry/tokenizers > /dev/null
+  timeout -k 5 $(( $(left) - 60 )) python3 bench/gpu/vit_alone.py --fovea "$bin" --model-dir /tmp/fovea_vit/model \
+    --images .carry/photos --tiles 32 --reps 3 --hold 6 --rounds 2 --quantizations "$2" \
+    --out "$R/vit_alone.json" > "$R/vit_alone.log" 2>&1
+  echo "vit alone rc=$? at ${SECONDS}s"
+  grep -E "^(ms_per_tile|held_ms_per_tile):" "$R/vit_alone.log"
+  for q in ${2//,/ }; do
+    FOVEA_PROFILE_OPS=1 timeout -k 5 60 "$bin" bench --model /tmp/fovea_vit/model --images .carry/photos \
+      --backend cuda --load-format dummy --kv-blocks 1024 --vit-alone 32 --vit-reps 3 --quantization "$q" \
+      --json "$R/vit_profile_$q.json" 2> "$R/vit_profile_$q.txt" > /dev/null
+    echo "vit profile $q rc=$?"
+  done
+  save
+}
+
+# The FP8 ViT's fidelity against transformers bf16 / float32 (bench/gpu/vit_fp8_fidelity.sh) with BIN.
+call_vit_fp8_fidelity() {  # call_vit_fp8_fidelity BIN [REQUESTS]
+  [ "$(left)" -gt 150 ] || { echo "vit fp8 fidelity skipped ($(left) s left)"; return 0; }
+  OUT=$R/vit_fp8_fidelity WORK=/tmp/fovea_vitfp8 FOVEA_BIN=$PWD/$1 timeout -k 5 $(( $(left) - 40 )) \
+    bash bench/gpu/vit_fp8_fidelity.sh --requests "${2:-64}" > "$R/vit_fp8_fidelity.txt" 2>&1
+  echo "vit fp8 fidelity rc=$? at ${SECONDS}s"
+  tail -n 5 "$R/vit_fp8_fidelity.txt"
   save
 }

@@ -119,6 +119,11 @@ def compare(work, runs):
                                                                  logits["f32"])
         if name != "official" and fovea.get("official"):
             entry["vs_fovea_official"] = agreement(tokens, fovea["official"], list(fovea["official"]))
+            # Against Fovea's own bf16 run: what this run's precision alone changes (no engine difference in it).
+            dump, official = load_fovea_logits(work, name), load_fovea_logits(work, "official")
+            if dump is not None and official is not None:
+                entry["logits_rel_err_vs_fovea_official"] = rel_errors(dump["ids"], dump["logits"], official["ids"],
+                                                                       official["logits"])
         result["runs"][name] = entry
     return result
 

@@ -201,6 +201,8 @@ def make(args):
     if args.device == "cuda":
         torch.cuda.manual_seed_all(args.seed)
     config = build_config(args.variant, args.tiny, args.std, args.size)
+    if args.llm_layers:  # a shallow LLM behind the full ViT: the ViT's own precision shows in the logits
+        config.text_config.num_hidden_layers = args.llm_layers
     dtype = {"bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     with torch.device(args.device):
         model = InternVLForConditionalGeneration._from_config(config, dtype=dtype)
@@ -217,7 +219,8 @@ def make(args):
     peers = add_peer_files(args.out, args.variant)
     t_saved = time.time()
     info = {"dir": os.path.abspath(args.out), "variant": args.variant, "tiny": args.tiny, "seed": args.seed,
-            "std": args.std, "perturbed": not args.plain_init, "dtype": args.dtype, "params": params,
+            "std": args.std, "perturbed": not args.plain_init, "llm_layers": config.text_config.num_hidden_layers,
+            "dtype": args.dtype, "params": params,
             "build_s": t_built - t0, "save_s": t_saved - t_built,
             "bytes": sum(os.path.getsize(os.path.join(args.out, f)) for f in os.listdir(args.out)),
             "dims": common.model_dims(config), "torch": torch.__version__, "peer_files": peers,
@@ -243,6 +246,7 @@ def main():
     p.add_argument("--shard-size", default="5GB")
     p.add_argument("--size", choices=["8b", "72b"], default="8b", help="72b: Qwen2.5-72B's LLM (--variant qwen2)")
     p.add_argument("--config-only", action="store_true", help="config and tokenizer only, for --load-format dummy")
+    p.add_argument("--llm-layers", type=int, default=0, help="the LLM's depth, if not the variant's (weights only)")
     make(p.parse_args())
 
 

@@ -12,7 +12,7 @@ InternVLModel.get_image_features on random weights of the same shapes (InternVL2
 projector to 4,096), bf16, sdpa attention.
 
   python3 bench/gpu/vit_alone.py --fovea BIN --model-dir DIR --images DIR [--tiles 32] [--reps 3] [--hold 10]
-         [--rounds 2] --out FILE.json
+         [--rounds 2] [--quantizations none,fp8-all] --out FILE.json
 """
 import argparse
 import json
@@ -80,11 +80,11 @@ def time_transformers(model, pixels, reps, hold):
     return result
 
 
-def time_fovea(args, out_json):
+def time_fovea(args, out_json, quantization="none"):
     cmd = [args.fovea, "bench", "--model", args.model_dir, "--images", args.images, "--backend",
            "cuda" if args.device.startswith("cuda") else "cpu",
            "--load-format", "dummy", "--kv-blocks", "1024", "--vit-alone", str(args.tiles), "--vit-reps",
-           str(args.reps), "--vit-hold", str(args.hold), "--json", out_json]
+           str(args.reps), "--vit-hold", str(args.hold), "--quantization", quantization, "--json", out_json]
     common.log("$ " + " ".join(cmd))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.hold + 120)
     sys.stderr.write(done.stdout + done.stderr[-2000:])
@@ -105,7 +105,11 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--device", default="cuda", help="cpu: a rehearsal of the steps (--tiny shapes; no timing claim)")
     p.add_argument("--tiny", action="store_true")
+    p.add_argument("--quantizations", default="none",
+                   help="Fovea's --quantization values to time each round (e.g. none,fp8-all: the FP8 ViT); "
+                        "transformers stays bf16. The first is the headline ratio")
     args = p.parse_args()
+    quantizations = args.quantizations.split(",")
 
     import torch
     import transformers
@@ -120,20 +124,30 @@ def main():
 
     rounds = []
     for r in range(args.rounds):
-        fovea = time_fovea(args, args.out + f".fovea{r}.json")
+        by_quantization = {}
+        for q in quantizations:
+            by_quantization[q] = time_fovea(args, args.out + f".fovea{r}-{q}.json", q)
         ref = time_transformers(model, pixels, args.reps, args.hold)
-        rounds.append({"fovea": fovea, "transformers": ref})
-        common.log(f"round {r}: fovea {fovea.get('ms_per_tile')} / held {fovea.get('held_ms_per_tile')} ms per tile;"
-                   f" transformers {ref['ms_per_tile']:.3f} / held {ref.get('held_ms_per_tile', 0):.3f}")
+        rounds.append({"fovea": by_quantization[quantizations[0]], "fovea_by_quantization": by_quantization,
+                       "transformers": ref})
+        for q, fovea in by_quantization.items():
+            common.log(f"round {r}: fovea {q} {fovea.get('ms_per_tile')} / held {fovea.get('held_ms_per_tile')} ms "
+                       f"per tile")
+        common.log(f"round {r}: transformers {ref['ms_per_tile']:.3f} / held {ref.get('held_ms_per_tile', 0):.3f}")
 
-    def best(side, key):
-        values = [x[side].get(key) for x in rounds if x[side].get(key)]
+    def best(side, key, q=None):
+        values = [(x["fovea_by_quantization"][q] if q else x[side]).get(key) for x in rounds]
+        values = [v for v in values if v]
         return min(values) if values else None
 
     summary = {}
     for key in ("ms_per_tile", "held_ms_per_tile"):
         f, t = best("fovea", key), best("transformers", key)
         summary[key] = {"fovea": f, "transformers": t, "ratio": f / t if f and t else None}
+        for q in quantizations[1:]:
+            fq = best("fovea", key, q)
+            summary[key][f"fovea_{q}"] = fq
+            summary[key][f"ratio_{q}"] = fq / t if fq and t else None
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none (cpu rehearsal)"
     result = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "gpu": gpu,
               "torch": torch.__version__, "transformers": transformers.__version__, "tiles": args.tiles,
@@ -142,7 +156,9 @@ def main():
     common.write_json(args.out, result)
     for key, v in summary.items():
         ratio = f"{v['ratio']:.3f}" if v["ratio"] else "n/a"
-        print(f"{key}: fovea {v['fovea']} transformers {v['transformers']} ratio {ratio}")
+        extra = "".join(f"; {q}: fovea {v[f'fovea_{q}']} ratio {v[f'ratio_{q}']:.3f}" for q in quantizations[1:]
+                        if v.get(f"ratio_{q}"))
+        print(f"{key}: fovea {v['fovea']} transformers {v['transformers']} ratio {ratio}{extra}")
 
 
 if __name__ == "__main__":
