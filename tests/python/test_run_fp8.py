@@ -1,6 +1,6 @@
 """fovea run --quantization fp8 (W8A8 E4M3 LLM projections; fp8 = fp8-channel) and its recipes fp8-tensor,
-fp8-channel, fp8-block, and fp8-all (the ViT's qkv and fc1 too) on the CPU reference backend: the jobs complete, their
-first-token logits stay close to the unquantized run's (E4M3 keeps 3 mantissa bits) and differ from each other,
+fp8-channel, fp8-block, and fp8-all (the ViT's qkv and fc1 too) on the CPU reference backend: the jobs complete,
+their first-token logits stay close to the unquantized run's (E4M3 keeps 3 mantissa bits) and differ from each other,
 the per-token recipes give a request bit-identical logits alone and among batch-mates (the per-tensor one does
 not), and an unknown quantization is refused before any work with a message naming the choices."""
 import json
