@@ -9,7 +9,8 @@
 // its best, and the 5 fastest configurations with their ids. A measurement tool (bench/gpu/gemm_configs.sh builds
 // and runs it), not part of the engine.
 //
-//   gemm_configs [M,N,K,EPILOGUE ...]   EPILOGUE: bias | bias+gelu   (default: InternViT-300M at 32 tiles)
+//   gemm_configs [--heuristic-only] [M,N,K,EPILOGUE ...]   EPILOGUE: none | bias | bias+gelu
+//   (default: InternViT-300M's four linears at 32 tiles; --heuristic-only skips step 2)
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -45,7 +46,8 @@ constexpr size_t kWorkspace = size_t(32) << 20;
 
 struct Shape {
   int m, n, k;
-  bool gelu;
+  bool bias, gelu;
+  const char* name() const { return gelu ? "bias+gelu" : bias ? "bias" : "none"; }
 };
 
 struct Gemm {
@@ -111,60 +113,11 @@ struct Timed {
   std::string what;
 };
 
-void run_shape(cublasLtHandle_t handle, const Shape& s, void* workspace, cudaStream_t stream) {
-  const size_t x_elems = size_t(s.m) * s.k, w_elems = size_t(s.n) * s.k, y_elems = size_t(s.m) * s.n;
-  std::vector<__nv_bfloat16> host(std::max({x_elems, w_elems, size_t(s.n)}));
-  for (size_t i = 0; i < host.size(); ++i) host[i] = __float2bfloat16(float((i * 2654435761u) % 2001) / 1000.f - 1.f);
-  void *x, *w, *bias, *y;
-  CHECK_CUDA(cudaMalloc(&x, x_elems * 2));
-  CHECK_CUDA(cudaMalloc(&w, w_elems * 2));
-  CHECK_CUDA(cudaMalloc(&bias, size_t(s.n) * 2));
-  CHECK_CUDA(cudaMalloc(&y, y_elems * 2));
-  CHECK_CUDA(cudaMemcpy(x, host.data(), x_elems * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(w, host.data(), w_elems * 2, cudaMemcpyHostToDevice));
-  CHECK_CUDA(cudaMemcpy(bias, host.data(), size_t(s.n) * 2, cudaMemcpyHostToDevice));
-
-  Gemm g{handle, nullptr, nullptr, nullptr, nullptr, x, w, bias, y, workspace, stream};
-  CHECK_LT(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
-  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
-  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
-  const cublasLtEpilogue_t epilogue = s.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
-  const cudaDataType_t bias_type = CUDA_R_16BF;
-  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
-  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, s.k, s.n, s.k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, s.k, s.m, s.k));
-  CHECK_LT(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, s.n, s.m, s.n));
-  cudaEvent_t start, stop;
-  CHECK_CUDA(cudaEventCreate(&start));
-  CHECK_CUDA(cudaEventCreate(&stop));
-  const double flop = 2.0 * s.m * double(s.n) * s.k;
-  const auto rate = [&](float us) { return flop / (double(us) * 1e-6) / 1e12; };
-
-  // 1. The heuristic's candidates.
-  cublasLtMatmulPreference_t pref;
-  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
-  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
-                                                sizeof(kWorkspace)));
-  std::vector<cublasLtMatmulHeuristicResult_t> found(64);
-  int count = 0;
-  CHECK_LT(cublasLtMatmulAlgoGetHeuristic(handle, g.op, g.a, g.b, g.c, g.c, pref, int(found.size()), found.data(),
-                                          &count));
-  cublasLtMatmulPreferenceDestroy(pref);
-  float first = std::numeric_limits<float>::infinity(), heuristic_best = first;
-  int best_index = -1;
-  for (int i = 0; i < count; ++i) {
-    const float us = g.time(found[size_t(i)].algo, start, stop);
-    if (i == 0) first = us;
-    if (us < heuristic_best) heuristic_best = us, best_index = i;
-  }
-  std::printf("shape M=%d N=%d K=%d %s: heuristic first %.1f us (%.0f TFLOP/s), best of %d: #%d %.1f us (%.0f)\n",
-              s.m, s.n, s.k, s.gelu ? "bias+gelu" : "bias", first, rate(first), count, best_index, heuristic_best,
-              rate(heuristic_best));
-
-  // 2. Every listed configuration.
+// 2. Every configuration cuBLASLt lists for bf16, timed; the five fastest printed.
+template <typename Rate>
+void search_configs(const Gemm& g, cublasLtEpilogue_t epilogue, float first, cudaEvent_t start, cudaEvent_t stop,
+                    const Rate& rate) {
+  cublasLtHandle_t handle = g.handle;
   std::vector<int> ids(256);
   int id_count = 0;
   CHECK_LT(cublasLtMatmulAlgoGetIds(handle, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF,
@@ -207,6 +160,65 @@ void run_shape(cublasLtHandle_t handle, const Shape& s, void* workspace, cudaStr
   for (size_t i = 0; i < std::min<size_t>(5, timed.size()); ++i)
     std::printf("    %.1f us (%.0f TFLOP/s, %.3f x the heuristic's first)  %s\n", timed[i].us, rate(timed[i].us),
                 timed[i].us / first, timed[i].what.c_str());
+}
+
+void run_shape(cublasLtHandle_t handle, const Shape& s, void* workspace, cudaStream_t stream, bool exhaustive) {
+  const size_t x_elems = size_t(s.m) * s.k, w_elems = size_t(s.n) * s.k, y_elems = size_t(s.m) * s.n;
+  std::vector<__nv_bfloat16> host(std::max({x_elems, w_elems, size_t(s.n)}));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = __float2bfloat16(float((i * 2654435761u) % 2001) / 1000.f - 1.f);
+  void *x, *w, *bias, *y;
+  CHECK_CUDA(cudaMalloc(&x, x_elems * 2));
+  CHECK_CUDA(cudaMalloc(&w, w_elems * 2));
+  CHECK_CUDA(cudaMalloc(&bias, size_t(s.n) * 2));
+  CHECK_CUDA(cudaMalloc(&y, y_elems * 2));
+  CHECK_CUDA(cudaMemcpy(x, host.data(), x_elems * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(w, host.data(), w_elems * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(bias, host.data(), size_t(s.n) * 2, cudaMemcpyHostToDevice));
+
+  Gemm g{handle, nullptr, nullptr, nullptr, nullptr, x, w, bias, y, workspace, stream};
+  CHECK_LT(cublasLtMatmulDescCreate(&g.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  const cublasLtEpilogue_t epilogue =
+      s.gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : s.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+  if (s.bias) {
+    const cudaDataType_t bias_type = CUDA_R_16BF;
+    CHECK_LT(
+        cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof(bias_type)));
+    CHECK_LT(cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
+  CHECK_LT(cublasLtMatrixLayoutCreate(&g.a, CUDA_R_16BF, s.k, s.n, s.k));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&g.b, CUDA_R_16BF, s.k, s.m, s.k));
+  CHECK_LT(cublasLtMatrixLayoutCreate(&g.c, CUDA_R_16BF, s.n, s.m, s.n));
+  cudaEvent_t start, stop;
+  CHECK_CUDA(cudaEventCreate(&start));
+  CHECK_CUDA(cudaEventCreate(&stop));
+  const double flop = 2.0 * s.m * double(s.n) * s.k;
+  const auto rate = [&](float us) { return flop / (double(us) * 1e-6) / 1e12; };
+
+  // 1. The heuristic's candidates.
+  cublasLtMatmulPreference_t pref;
+  CHECK_LT(cublasLtMatmulPreferenceCreate(&pref));
+  CHECK_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+                                                sizeof(kWorkspace)));
+  std::vector<cublasLtMatmulHeuristicResult_t> found(64);
+  int count = 0;
+  CHECK_LT(cublasLtMatmulAlgoGetHeuristic(handle, g.op, g.a, g.b, g.c, g.c, pref, int(found.size()), found.data(),
+                                          &count));
+  cublasLtMatmulPreferenceDestroy(pref);
+  float first = std::numeric_limits<float>::infinity(), heuristic_best = first;
+  int best_index = -1;
+  for (int i = 0; i < count; ++i) {
+    const float us = g.time(found[size_t(i)].algo, start, stop);
+    if (i == 0) first = us;
+    if (us < heuristic_best) heuristic_best = us, best_index = i;
+  }
+  std::printf("shape M=%d N=%d K=%d %s: heuristic first %.1f us (%.0f TFLOP/s), best of %d: #%d %.1f us (%.0f)\n",
+              s.m, s.n, s.k, s.name(), first, rate(first), count, best_index, heuristic_best, rate(heuristic_best));
+
+  if (exhaustive) search_configs(g, epilogue, first, start, stop, rate);
   std::fflush(stdout);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -224,25 +236,32 @@ void run_shape(cublasLtHandle_t handle, const Shape& s, void* workspace, cudaStr
 
 int main(int argc, char** argv) {
   std::vector<Shape> shapes;
+  bool exhaustive = true;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--heuristic-only") {
+      exhaustive = false;
+      continue;
+    }
     Shape s{};
     char epi[32] = {0};
-    if (std::sscanf(argv[i], "%d,%d,%d,%31s", &s.m, &s.n, &s.k, epi) != 4) {
-      std::fprintf(stderr, "usage: gemm_configs [M,N,K,bias|bias+gelu ...]\n");
+    const std::string e = std::sscanf(argv[i], "%d,%d,%d,%31s", &s.m, &s.n, &s.k, epi) == 4 ? epi : "";
+    if (e != "none" && e != "bias" && e != "bias+gelu") {
+      std::fprintf(stderr, "usage: gemm_configs [--heuristic-only] [M,N,K,none|bias|bias+gelu ...]\n");
       return 2;
     }
-    s.gelu = std::string(epi) == "bias+gelu";
+    s.bias = e != "none";
+    s.gelu = e == "bias+gelu";
     shapes.push_back(s);
   }
   if (shapes.empty())  // InternViT-300M's four linears at 32 tiles of 1,025 tokens
-    shapes = {{32800, 3072, 1024, false}, {32800, 4096, 1024, true}, {32800, 1024, 4096, false},
-              {32800, 1024, 1024, false}};
+    shapes = {{32800, 3072, 1024, true, false}, {32800, 4096, 1024, true, true}, {32800, 1024, 4096, true, false},
+              {32800, 1024, 1024, true, false}};
   cublasLtHandle_t handle;
   CHECK_LT(cublasLtCreate(&handle));
   void* workspace;
   CHECK_CUDA(cudaMalloc(&workspace, kWorkspace));
   cudaStream_t stream;
   CHECK_CUDA(cudaStreamCreate(&stream));
-  for (const Shape& s : shapes) run_shape(handle, s, workspace, stream);
+  for (const Shape& s : shapes) run_shape(handle, s, workspace, stream, exhaustive);
   return 0;
 }
