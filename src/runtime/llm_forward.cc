@@ -32,20 +32,6 @@ KvCache alloc_kv_cache(const LlmConfig& config, Backend& backend, int blocks, in
   return kv;
 }
 
-namespace {
-
-// Whether every layer's qkv, gate_up and down weights are FP8 with per-token activation scales: the linears whose
-// inputs the forward can take already quantized from their producers.
-bool quantizes_by_rows(const LlmWeights& w) {
-  if (w.layers.empty()) return false;
-  for (const LlmLayerWeights& l : w.layers)
-    for (const Fp8Linear* f : {&l.qkv8, &l.gate_up8, &l.down8})
-      if (f->empty() || f->scaling != Fp8Scaling::Channel) return false;
-  return true;
-}
-
-}  // namespace
-
 Tensor LlmForward::alloc(DType dtype, const Shape& shape) {
   Tensor t = be_.alloc(dtype, shape);
   workspace_bytes_ += t.nbytes();
@@ -82,7 +68,9 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
   branch_ = alloc(act, {T, H});
   const int64_t mlp_rows = std::min<int64_t>(sizes.mlp_rows, T);
   gate_up_ = alloc(act, {mlp_rows, 2 * int64_t(c.ffn)});
-  fp8_rows_ = quantizes_by_rows(weights);
+  // qkv, gate_up and down take their inputs from add_rms_norm_fp8 / silu_mul_fp8
+  fp8_rows_ =
+      fp8_by_rows(weights.layers, {&LlmLayerWeights::qkv8, &LlmLayerWeights::gate_up8, &LlmLayerWeights::down8});
   if (fp8_rows_) {
     normed8_ = {alloc(DType::F8E4M3, {T, H}), alloc(DType::F32, {T})};
     act8_ = {alloc(DType::F8E4M3, {mlp_rows, int64_t(c.ffn)}), alloc(DType::F32, {mlp_rows})};

@@ -8,16 +8,6 @@ namespace fovea {
 namespace {
 // mlp1.0 is nn.LayerNorm(4C) with PyTorch's default eps, not the ViT's 1e-6.
 constexpr float kProjectorNormEps = 1e-5f;
-
-// Whether every layer's qkv and fc1 weights are FP8 with per-token activation scales: the linears whose inputs
-// the norms before them can write already quantized.
-bool quantizes_by_rows(const VisionWeights& w) {
-  if (w.layers.empty()) return false;
-  for (const VitLayerWeights& l : w.layers)
-    for (const Fp8Linear* f : {&l.qkv8, &l.fc1_8})
-      if (f->empty() || f->scaling != Fp8Scaling::Channel) return false;
-  return true;
-}
 }  // namespace
 
 Tensor VisionEncoder::alloc(DType dtype, const Shape& shape) {
@@ -46,7 +36,9 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   attn_ = alloc(act, {rows, C});
   branch_ = alloc(act, {rows, C});
   mlp_ = alloc(act, {rows, int64_t(v.mlp)});
-  if (quantizes_by_rows(weights)) normed8_ = {alloc(DType::F8E4M3, {rows, C}), alloc(DType::F32, {rows})};
+  // qkv and fc1 take their inputs from the norms before them (scale_add_norm_fp8)
+  if (fp8_by_rows(weights.layers, {&VitLayerWeights::qkv8, &VitLayerWeights::fc1_8}))
+    normed8_ = {alloc(DType::F8E4M3, {rows, C}), alloc(DType::F32, {rows})};
   shuffled_ = alloc(act, {shuffled_rows, 4 * C});
   shuffled_normed_ = alloc(act, {shuffled_rows, 4 * C});
   hidden_ = alloc(act, {shuffled_rows, int64_t(desc.llm.hidden)});

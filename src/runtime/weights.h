@@ -3,6 +3,7 @@
 // a checkpoint, random weights, or nothing when only planning memory) and grouped per layer for the forward.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <vector>
 
 #include "backend/backend.h"
@@ -18,6 +19,17 @@ struct Fp8Linear {
   Fp8Scaling scaling = Fp8Scaling::Tensor;
   bool empty() const { return codes.empty(); }
 };
+
+// Whether every layer's `linears` are FP8 with per-token activation scales (Fp8Scaling::Channel): the linears
+// whose inputs a forward can take already quantized from their producers (Fp8Rows). False without layers.
+template <typename Layer>
+bool fp8_by_rows(const std::vector<Layer>& layers, std::initializer_list<Fp8Linear Layer::*> linears) {
+  if (layers.empty()) return false;
+  for (const Layer& layer : layers)
+    for (Fp8Linear Layer::*linear : linears)
+      if ((layer.*linear).empty() || (layer.*linear).scaling != Fp8Scaling::Channel) return false;
+  return true;
+}
 
 // A linear kept 4-bit (W4A16, from an AWQ / GPTQ checkpoint loaded with LoadOptions::keep_w4): the packed weight
 // and the workspace linear_w4 runs in, one device buffer shared by every W4 linear (sized for the largest).

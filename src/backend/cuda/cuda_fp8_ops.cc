@@ -121,11 +121,8 @@ void CudaBackend::scale_add_norm_fp8(Tensor& x, const Tensor& branch, const Tens
   if (!branch.empty())
     FOVEA_CHECK(rows_of(branch, DType::BF16, cols, "scale_add_norm_fp8 branch") == rows,
                 "scale_add_norm_fp8: shapes ", shape_str(x.shape), " ", shape_str(branch.shape));
-  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add_norm_fp8 scale");
-  expect_numel(gamma, DType::BF16, cols, "scale_add_norm_fp8 gamma");
+  expect_norm_params("scale_add_norm_fp8", cols, kind, scale, gamma, beta);
   const bool layer = kind == NormKind::Layer;
-  if (layer) expect_numel(beta, DType::BF16, cols, "scale_add_norm_fp8 beta");
-  else FOVEA_CHECK(beta.empty(), "scale_add_norm_fp8: RMSNorm takes no beta");
   expect_fp8_rows(y, rows, cols, "scale_add_norm_fp8 output");
   OpScope scope(profiler_.get(), OpCategory::Norm, [&] {
     const char* add = branch.empty() ? "" : scale.empty() ? "add_" : "scale_add_";

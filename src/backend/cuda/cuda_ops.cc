@@ -138,16 +138,13 @@ void CudaBackend::scale_add_norm(Tensor& x, const Tensor& branch, const Tensor& 
               shape_str(x.shape), " ", shape_str(branch.shape));
   FOVEA_CHECK(rows_of(y, DType::BF16, cols, "scale_add_norm output") == rows, "scale_add_norm: output shape");
   FOVEA_CHECK(y.data != x.data, "scale_add_norm: y aliases x");
-  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, "scale_add_norm scale");
-  expect_numel(gamma, DType::BF16, cols, "scale_add_norm gamma");
+  expect_norm_params("scale_add_norm", cols, kind, scale, gamma, beta);
   const bf16* scale_ptr = scale.empty() ? nullptr : cbf(scale);
   if (kind == NormKind::Rms) {
-    FOVEA_CHECK(beta.empty(), "scale_add_norm: RMSNorm takes no beta");
     OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("scale_add_rms_norm", rows); });
     launch_scale_add_rms_norm(mbf(x), cbf(branch), scale_ptr, cbf(gamma), eps, mbf(y), int(rows), int(cols),
                               stream_);
   } else {
-    expect_numel(beta, DType::BF16, cols, "scale_add_norm beta");
     OpScope scope(profiler_.get(), OpCategory::Norm, [&] { return rows_label("scale_add_layer_norm", rows); });
     launch_scale_add_layer_norm(mbf(x), cbf(branch), scale_ptr, cbf(gamma), cbf(beta), eps, mbf(y), int(rows),
                                 int(cols), stream_);

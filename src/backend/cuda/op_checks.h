@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/backend.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
 #include "core/tensor.h"
@@ -35,6 +36,16 @@ inline void expect_numel(const Tensor& t, DType dtype, int64_t numel, const char
   FOVEA_CHECK(t.device == Device::CUDA && !t.empty(), what, " must be a CUDA tensor");
   FOVEA_CHECK(t.dtype == dtype, what, ": dtype ", dtype_name(t.dtype), ", expected ", dtype_name(dtype));
   FOVEA_CHECK(t.numel() == numel, what, ": shape ", shape_str(t.shape), ", expected ", numel, " elements");
+}
+
+// A norm's per-column parameters over `cols` columns: the layer scale (may be empty) and gamma, bf16 [cols]; beta
+// bf16 [cols] for LayerNorm, empty for RMSNorm. `op` names the op in the errors (scale_add_norm and its FP8 form).
+inline void expect_norm_params(const std::string& op, int64_t cols, NormKind kind, const Tensor& scale,
+                               const Tensor& gamma, const Tensor& beta) {
+  if (!scale.empty()) expect_numel(scale, DType::BF16, cols, (op + " scale").c_str());
+  expect_numel(gamma, DType::BF16, cols, (op + " gamma").c_str());
+  if (kind == NormKind::Layer) expect_numel(beta, DType::BF16, cols, (op + " beta").c_str());
+  else FOVEA_CHECK(beta.empty(), op, ": RMSNorm takes no beta");
 }
 
 }  // namespace fovea::cuda
