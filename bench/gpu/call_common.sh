@@ -8,6 +8,7 @@
 #   call_test_new && call_perf "attention family" new
 #   call_ab 2 InternVL3_5-8B:fp8 InternVL2-8B:fp8
 #   call_family internvl3_5-8b-fp8,internvl2-8b
+#   call_vit_ab 2 "base:none new:none"                # Fovea's ViT alone, binaries alternating
 #   call_vit_alone $B/fovea-new none,fp8-all; call_vit_fp8_fidelity $B/fovea-new
 #
 # Binaries in the tarball: fovea-base / fovea-new, test_ops-base / test_ops-new, test_golden_forward-new.
@@ -95,6 +96,26 @@ call_family() {  # call_family KEYS
     --budget $(( $(left) - 10 )) > "$R/family_stdout.txt" 2>&1
   echo "family rc=$? at ${SECONDS}s ($bin)"
   tail -n 16 "$R/family/family.md" 2>/dev/null | head -8
+  save
+}
+
+# The ViT + projector alone in Fovea only (`fovea bench --vit-alone 32`, a burst after a warm-up, then held 4 s)
+# for each VARIANT:QUANT (binary $B/fovea-VARIANT, --quantization QUANT), REPS rounds alternating them.
+call_vit_ab() {  # call_vit_ab REPS "base:none new:none ..."
+  local rep run v q
+  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
+f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" /tmp/fovea_vit/model .carry/tokenizers > /dev/null
+  for rep in $(seq 1 "$1"); do
+    for run in $2; do
+      v=${run%%:*} q=${run##*:}
+      [ "$v" = new ] && [ -z "$NEW" ] && continue
+      [ "$(left)" -gt 40 ] || { echo "vit ab stopped ($(left) s left)"; save; return 0; }
+      timeout -k 5 60 "$B/fovea-$v" bench --model /tmp/fovea_vit/model --images .carry/photos --backend cuda \
+        --load-format dummy --kv-blocks 1024 --vit-alone 32 --vit-reps 3 --vit-hold 4 --quantization "$q" \
+        --json "$R/vit_$v-$q-$rep.json" > "$R/vit_$v-$q-$rep.txt" 2>&1
+      echo "$v $q vit alone rc=$?: $(grep -h 'ms per tile' "$R/vit_$v-$q-$rep.txt" | tr '\n' ' ')"
+    done
+  done
   save
 }
 
