@@ -53,8 +53,24 @@ void fit_kv_rounding(const ModelDesc& desc, const WeightSource& source, const Si
     return;
   }
   const size_t room = (available - p->memory.total()) / p->memory.kv_block_bytes;
-  const int start = p->opts.kv_blocks;
-  for (int blocks = std::min<int>(most, start + int(room)); blocks > start && !try_blocks(blocks); --blocks) {
+  int fitted = p->opts.kv_blocks;
+  for (int blocks = std::min<int>(most, fitted + int(room)); blocks > fitted; --blocks) {
+    if (try_blocks(blocks)) {
+      fitted = blocks;
+      break;
+    }
+  }
+  // The allocator's pages leave slack in the pool's tensors, so blocks past that byte count may fit too: grow while
+  // they do, the step doubling after each fit and halving after each miss (more blocks never take less memory).
+  for (int step = 1; fitted < most;) {
+    if (try_blocks(std::min(most, fitted + step))) {
+      fitted = std::min(most, fitted + step);
+      step *= 2;
+    } else if (step == 1) {
+      break;
+    } else {
+      step /= 2;
+    }
   }
 }
 
