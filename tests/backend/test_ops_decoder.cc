@@ -10,8 +10,10 @@ TEST_F(OpsTest, AttentionDense) {
   struct Case {
     int batch, tokens, heads, head_dim;
   };
-  // 64 and 128 are the tensor-core fast paths, 24/32 the padded ones, 160 and 256 the generic path.
-  for (Case c : {Case{2, 1025, 2, 64}, Case{3, 33, 2, 32}, Case{1, 7, 3, 24}, Case{2, 65, 1, 128},
+  // 64 and 128 are the tensor-core fast paths, 24/32 the padded ones, 160 and 256 the generic path. On sm_90a the
+  // keys of 1,025, 197, 72 and 259 tokens are whole tiles after 1, 5, 8 and 3 leading keys taken apart (p.lead).
+  for (Case c : {Case{2, 1025, 2, 64}, Case{3, 197, 2, 64}, Case{1, 72, 2, 64}, Case{2, 1024, 2, 64},
+                 Case{2, 259, 3, 128}, Case{3, 33, 2, 32}, Case{1, 7, 3, 24}, Case{2, 65, 1, 128},
                  Case{1, 40, 2, 160}, Case{1, 17, 1, 256}, Case{4, 1, 2, 64}, Case{2, 37, 3, 12},
                  Case{1, 70, 2, 20}}) {
     const int rows = c.batch * c.tokens, width = c.heads * c.head_dim;
@@ -166,6 +168,21 @@ TEST_F(OpsTest, AttentionDenseVitShape) {
   cpu_->attention_dense(qkv.cpu, batch, tokens, heads, head_dim, out.cpu);
   gpu_->attention_dense(qkv.gpu, batch, tokens, heads, head_dim, out.gpu);
   expect_close(out, kAttentionTol, "attention_dense ViT tile shape");
+}
+
+// The leading tokens a dense problem takes apart (the class token of a ViT tile) folded in last: make key 0 of
+// every image dominate most rows' softmax, so that the fold's running-max update is the one that decides.
+TEST_F(OpsTest, AttentionDenseLeadKeyDominates) {
+  for (int head_dim : {64, 128}) {
+    const int batch = 2, tokens = 2 * head_dim + 1, heads = 2, width = heads * head_dim;
+    Tensor host = random_host({int64_t(batch) * tokens, 3 * width});
+    for (int image = 0; image < batch; ++image)  // K of token 0 times 8 (exact in bf16)
+      for (int c = width; c < 2 * width; ++c) host.ptr<float>()[int64_t(image) * tokens * 3 * width + c] *= 8.f;
+    Twin qkv = twin(host), out = output({batch * tokens, width});
+    cpu_->attention_dense(qkv.cpu, batch, tokens, heads, head_dim, out.cpu);
+    gpu_->attention_dense(qkv.gpu, batch, tokens, heads, head_dim, out.gpu);
+    expect_close(out, kAttentionTol, "attention_dense, key 0 dominant, D=" + std::to_string(head_dim));
+  }
 }
 
 TEST_F(OpsTest, RopeAndKvWrite) {

@@ -20,6 +20,10 @@ struct AttentionProblem {
   bool paged;
   // dense: every image has `tokens` queries and keys, non-causal; K and V come from qkv.
   int tokens;
+  // dense, pipelined wgmma kernel only: the keys of the first `lead` tokens of every image are taken apart so that
+  // the rest are whole key tiles (InternViT: 1,025 = 16 x 64 + the class token); they are folded into each row
+  // after the tiles. 0: none apart.
+  int lead = 0;
   // paged: causal; K and V come from the cache through the block table.
   const __nv_bfloat16* k_cache;
   const __nv_bfloat16* v_cache;

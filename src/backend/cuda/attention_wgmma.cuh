@@ -191,12 +191,12 @@ __device__ __forceinline__ RowState make_row_state(const AttentionProblem& p, co
 }
 
 // Warpgroup-uniform: the key tiles its 64 rows from group_row0 on may see are a prefix [0, result) of the
-// block's end_tile tiles (0 when it holds only padding rows).
+// block's end_tile tiles (0 when it holds only padding rows); tile i starts at key lead + i * keys_per_tile.
 __device__ __forceinline__ int visible_tiles(const AttentionProblem& p, const SequenceSpan& span, int group_row0,
-                                             int end_tile, int keys_per_tile) {
+                                             int end_tile, int keys_per_tile, int lead = 0) {
   if (group_row0 / p.group >= span.q_len) return 0;
   const int group_key_limit = min(span.kv_len - 1, span.limit(min(span.q_len - 1, (group_row0 + 63) / p.group)));
-  return min(end_tile, group_key_limit / keys_per_tile + 1);
+  return min(end_tile, max(0, (group_key_limit - lead) / keys_per_tile + 1));
 }
 
 // Normalises this thread's two rows by their softmax sums and writes them as bf16.
@@ -277,7 +277,7 @@ template <class C>
 __device__ __forceinline__ void copy_stage(const AttentionProblem& p, const CUtensorMap& k_map,
                                            const CUtensorMap& v_map, int seq, int kv_head, int kv_end, int tile,
                                            int lane, uint32_t k_dst, uint32_t v_dst, uint32_t bar) {
-  const int key0 = tile * C::kKeys;
+  const int key0 = p.lead + tile * C::kKeys;  // lead: dense only (0 when paged)
   if (!p.paged) {
     if (lane >= C::kPad / 64) return;
     const int y = seq * p.tokens + key0;
@@ -297,6 +297,51 @@ __device__ __forceinline__ void copy_stage(const AttentionProblem& p, const CUte
     const uint32_t offset = uint32_t(cb * C::kKeys * 128 + page * p.block_size * 128);
     wgmma_detail::tensor_copy(k_dst + offset, k_map, kv_head * p.head_dim + cb * 64, y, bar);
     wgmma_detail::tensor_copy(v_dst + offset, v_map, kv_head * p.head_dim + cb * 64, y, bar);
+  }
+}
+
+// Folds the keys [0, p.lead) a dense problem took apart into this thread's two rows, after the whole tiles: the
+// score of each from Q in shared memory (this thread's 2 of every 8 dims, summed over its quad), then the online
+// softmax step of a one-key tile (softmax_weights' arithmetic; the weight stays in float, not rounded to bf16 as
+// a tile's P is for its MMA). q_tile: the block's Q (swizzled, C::kRows rows); block_row[h]: row h's index in it.
+template <class C>
+__device__ __forceinline__ void fold_lead_keys(const AttentionProblem& p, const SequenceSpan& span, int seq,
+                                               int kv_head, const unsigned char* q_tile, const int (&block_row)[2],
+                                               wgmma_detail::RowState& st, float (&acc)[C::kPad / 8][4], int t) {
+  constexpr int kDimTiles = C::kPad / 8;
+  for (int key = 0; key < p.lead; ++key) {
+    const __nv_bfloat16* k_row = kv_ptr(p, span, seq, key, kv_head, 0);
+    const __nv_bfloat16* v_row = kv_ptr(p, span, seq, key, kv_head, 1);
+    float2 k[kDimTiles], v[kDimTiles];
+#pragma unroll
+    for (int d = 0; d < kDimTiles; ++d) {
+      k[d] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(k_row + d * 8 + 2 * t));
+      v[d] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(v_row + d * 8 + 2 * t));
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float dot = 0.f;
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        const float2 q = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
+            q_tile + wgmma_detail::swizzled(C::kRows, block_row[h], d) + 4 * t));
+        dot = fmaf(q.x, k[d].x, fmaf(q.y, k[d].y, dot));
+      }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      if (key > st.key_limit[h]) continue;  // a padding row (none when the tiles are whole)
+      const float new_max = fmaxf(st.max[h], dot), base = new_max * p.scale_log2;
+      const float correction =
+          st.max[h] == -INFINITY ? 0.f : mma_detail::exp2_of<true>(st.max[h] * p.scale_log2 - base);
+      const float weight = mma_detail::exp2_of<true>(fmaf(dot, p.scale_log2, -base));
+      st.max[h] = new_max;
+      st.sum[h] = st.sum[h] * correction + (t == 0 ? weight : 0.f);  // the quad's partial sums add up later
+#pragma unroll
+      for (int d = 0; d < kDimTiles; ++d) {
+        acc[d][2 * h] = fmaf(acc[d][2 * h], correction, weight * v[d].x);
+        acc[d][2 * h + 1] = fmaf(acc[d][2 * h + 1], correction, weight * v[d].y);
+      }
+    }
   }
 }
 

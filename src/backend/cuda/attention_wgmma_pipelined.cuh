@@ -86,11 +86,14 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const SequenceSpan span = sequence_span(p, seq);
   // Causal blocks late in a sequence see the most keys: schedule them first so the grid's tail is short.
   const int row_tile = p.paged ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
+  // Dense problems may take the keys of their first p.lead tokens apart (attention_common.cuh): key tiles start
+  // after them.
+  const int lead = p.paged ? 0 : p.lead;
   const int row0 = row_tile * C::kRows;
   if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
   const int last_token = min(span.q_len - 1, (row0 + C::kRows - 1) / p.group);
   const int kv_end = min(span.kv_len, span.limit(last_token) + 1);
-  const int end_tile = max(0, (kv_end + C::kKeys - 1) / C::kKeys);
+  const int end_tile = max(0, (kv_end - lead + C::kKeys - 1) / C::kKeys);
 
   if (threadIdx.x == 0) {
     for (int i = 0; i < C::kStages; ++i) {
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   const int group_row0 = row0 + group_index * 64;
   const int my_row[2] = {group_row0 + warp * 16 + g, group_row0 + warp * 16 + g + 8};
   RowState st = make_row_state(p, span, my_row);
-  const int visible_end = visible_tiles(p, span, group_row0, end_tile, C::kKeys);
+  const int visible_end = visible_tiles(p, span, group_row0, end_tile, C::kKeys, lead);
   auto release = [&](int tile) {
     if (lane == 0) barrier_arrive(empty_bar(tile));
   };
@@ -153,8 +156,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   uint32_t weights[C::kKeys / 16][4];
   float correction[2];
   auto scores_to_weights = [&](int tile) {
-    if (tile * C::kKeys + C::kKeys - 1 > st.warp_min_limit)
-      mma_detail::mask_scores(s, tile * C::kKeys, t, st.key_limit);
+    const int key0 = lead + tile * C::kKeys;
+    if (key0 + C::kKeys - 1 > st.warp_min_limit) mma_detail::mask_scores(s, key0, t, st.key_limit);
     mma_detail::softmax_weights<true>(s, st.max, st.sum, p.scale_log2, correction);
   };
   if (visible_end > 0) {
@@ -188,6 +191,10 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   for (int tile = visible_end; tile < end_tile; ++tile) {
     barrier_wait(full_bar(tile), phase(tile));
     release(tile);
+  }
+  if (lead > 0) {
+    const int block_row[2] = {my_row[0] - row0, my_row[1] - row0};
+    fold_lead_keys<C>(p, span, seq, kv_head, smem.q, block_row, st, acc, t);
   }
 
   store_rows(p, span, st, acc, my_row, kv_head, t);
