@@ -102,6 +102,13 @@ class Backend {
   // y[M,N] = act(x[M,K] · w[N,K]^T + bias[N]); bias may be empty.
   virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
                       Activation act = Activation::None) = 0;
+  // y[M,N] += x[M,K] · w[N,K]^T + bias[N] (bias may be empty): a residual add in the GEMM's epilogue, the sum
+  // rounded to the compute dtype once. y is read and written in place; it may not alias x or w.
+  virtual void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) = 0;
+  // w[N,K] row n *= scale[n] (w [N] rank 1: element n), rounded to w's dtype once: folds a per-channel scale into
+  // the linear that produces the channel (InternViT's layer scale into proj and fc2, so that they add into the
+  // residual stream themselves, linear_residual). scale: [N] in the compute dtype.
+  virtual void scale_rows(Tensor& w, const Tensor& scale) = 0;
   // FP8 W8A8 (E4M3) with a dynamic per-tensor activation scale: linear_fp8_scaled with Fp8Scaling::Tensor.
   void linear_fp8(const Tensor& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,
                   Activation act = Activation::None) {

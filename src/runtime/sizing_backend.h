@@ -36,6 +36,7 @@ class SizingBackend final : public CpuBackend {
   void copy(Tensor&, const Tensor&) override {}
   void fill_zero(Tensor&) override {}
   void fill_random(Tensor&, const RandomFill&) override {}
+  void scale_rows(Tensor&, const Tensor&) override {}  // the loader's fold of a layer scale: nothing to change
   void synchronize() override {}
   size_t memory_in_use() const override { return bytes_; }
   // What the device's allocator adds to memory_in_use() by rounding each allocation (SizingTarget::allocation_bytes).

@@ -34,7 +34,6 @@ VisionEncoder::VisionEncoder(const ModelDesc& desc, const VisionWeights& weights
   normed_ = alloc(act, {rows, C});
   qkv_ = alloc(act, {rows, 3 * C});
   attn_ = alloc(act, {rows, C});
-  branch_ = alloc(act, {rows, C});
   mlp_ = alloc(act, {rows, int64_t(v.mlp)});
   // qkv and fc1 take their inputs from the norms before them (scale_add_norm_fp8)
   if (fp8_by_rows(weights.layers, {&VitLayerWeights::qkv8, &VitLayerWeights::fc1_8}))
@@ -74,47 +73,41 @@ NormKind VisionEncoder::norm_kind() const {
   return desc_.vision.norm == VitNorm::RmsNorm ? NormKind::Rms : NormKind::Layer;
 }
 
-// x += ls ⊙ branch (ls null: the first layer, x is only read), then y = act(linear(norm(x))). With FP8 qkv / fc1
-// weights of per-token scales the norm writes the linear's input already quantized (Backend::scale_add_norm_fp8):
-// the same codes as the bf16 norm followed by the linear's own quantization, without that pass.
-void VisionEncoder::norm_then_linear(Tensor& x, const Tensor* ls, const Tensor& gamma, const Tensor& beta,
-                                     const Tensor& w, const Fp8Linear& w8, const Tensor& bias, Tensor& y,
-                                     Activation act) {
+// y = act(linear(norm(x))). With FP8 qkv / fc1 weights of per-token scales the norm writes the linear's input
+// already quantized (Backend::scale_add_norm_fp8 with no branch): the same codes as the bf16 norm followed by the
+// linear's own quantization, without that pass.
+void VisionEncoder::norm_then_linear(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& w,
+                                     const Fp8Linear& w8, const Tensor& bias, Tensor& y, Activation act) {
   const int64_t rows = x.dim(0);
-  const Tensor branch = ls ? branch_.rows(0, rows) : Tensor{};
   const float eps = desc_.vision.norm_eps;
   if (!normed8_.codes.empty()) {
     Fp8Rows normed8 = normed8_.rows(0, rows);
-    be_.scale_add_norm_fp8(x, branch, ls ? *ls : Tensor{}, norm_kind(), gamma, beta, eps, normed8);
+    Tensor read_only = x;  // with no branch the op only reads x
+    be_.scale_add_norm_fp8(read_only, Tensor{}, Tensor{}, norm_kind(), gamma, beta, eps, normed8);
     be_.linear_fp8_rows(normed8, w8.codes, w8.scale, bias, y, act);
     return;
   }
   Tensor normed = normed_.rows(0, rows);
-  if (ls) be_.scale_add_norm(x, branch, *ls, norm_kind(), gamma, beta, eps, normed);
-  else if (norm_kind() == NormKind::Rms) be_.rms_norm(x, gamma, eps, normed);
+  if (norm_kind() == NormKind::Rms) be_.rms_norm(x, gamma, eps, normed);
   else be_.layer_norm(x, gamma, beta, eps, normed);
   apply_linear(be_, normed, w, w8, bias, y, act);
 }
 
-// The residual stream takes each layer-scaled branch in the op that computes the next norm, so x is read and
-// written once per branch instead of once more by a separate scale_add. `pending_ls2` is the previous layer's
-// ls2 (null for the first layer): its fc2 output is still in branch_. This layer leaves its own fc2 output there,
-// for the next layer or run_ops to fold in.
-void VisionEncoder::vit_layer(const VitLayerWeights& w, const Tensor* pending_ls2, int tiles) {
+// x += ls1 ⊙ proj(attention(norm1(x))), then x += ls2 ⊙ fc2(gelu(fc1(norm2(x)))): proj and fc2 carry the layer
+// scales (folded in at load, weights.cc) and add into x in their GEMMs' epilogues (Backend::linear_residual), so
+// the residual stream is read and written by the GEMMs alone and the norms only read it.
+void VisionEncoder::vit_layer(const VitLayerWeights& w, int tiles) {
   const VisionConfig& v = desc_.vision;
   const int64_t rows = int64_t(tiles) * v.tokens();
-  Tensor x = x_.rows(0, rows), qkv = qkv_.rows(0, rows);
-  Tensor attn = attn_.rows(0, rows), branch = branch_.rows(0, rows), mlp = mlp_.rows(0, rows);
+  Tensor x = x_.rows(0, rows), qkv = qkv_.rows(0, rows), attn = attn_.rows(0, rows), mlp = mlp_.rows(0, rows);
   const int head_dim = v.hidden / v.heads;
-  // x += ls1 * proj(attention(norm1(x))), with InternViT-6B's q/k RMSNorm over all heads before the attention
-  norm_then_linear(x, pending_ls2, w.norm1_w, w.norm1_b, w.qkv_w, w.qkv8, w.qkv_b, qkv);
+  norm_then_linear(x, w.norm1_w, w.norm1_b, w.qkv_w, w.qkv8, w.qkv_b, qkv);
+  // InternViT-6B's q/k RMSNorm over all heads before the attention
   if (v.qk_norm) be_.qk_rms_norm(qkv, w.q_norm, w.k_norm, v.heads, v.heads, head_dim, v.qk_norm_eps);
   be_.attention_dense(qkv, tiles, v.tokens(), v.heads, head_dim, attn);
-  be_.linear(attn, w.proj_w, w.proj_b, branch);
-  // x += ls1 * branch while norm2 is computed; then x += ls2 * fc2(gelu(fc1(norm2(x)))), that add left to the
-  // next norm
-  norm_then_linear(x, &w.ls1, w.norm2_w, w.norm2_b, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
-  be_.linear(mlp, w.fc2_w, w.fc2_b, branch);
+  be_.linear_residual(attn, w.proj_w, w.proj_b, x);
+  norm_then_linear(x, w.norm2_w, w.norm2_b, w.fc1_w, w.fc1_8, w.fc1_b, mlp, Activation::Gelu);
+  be_.linear_residual(mlp, w.fc2_w, w.fc2_b, x);
 }
 
 void VisionEncoder::project(int tiles) {
@@ -168,12 +161,7 @@ void VisionEncoder::run_ops(int tiles, PixelInput input) {
   be_.linear(patches, w_.patch_w, w_.patch_b, patch_emb);
   Tensor x = x_.rows(0, int64_t(tiles) * v.tokens());
   be_.vit_embed(patch_emb, w_.cls, w_.pos, tiles, x);
-  const Tensor* pending_ls2 = nullptr;
-  for (const VitLayerWeights& layer : w_.layers) {
-    vit_layer(layer, pending_ls2, tiles);
-    pending_ls2 = &layer.ls2;
-  }
-  if (pending_ls2) be_.scale_add(x, branch_.rows(0, x.dim(0)), *pending_ls2);  // the last layer's MLP branch
+  for (const VitLayerWeights& layer : w_.layers) vit_layer(layer, tiles);
   project(tiles);
 }
 

@@ -48,9 +48,9 @@ class VisionEncoder {
 
  private:
   NormKind norm_kind() const;
-  void norm_then_linear(Tensor& x, const Tensor* ls, const Tensor& gamma, const Tensor& beta, const Tensor& w,
+  void norm_then_linear(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& w,
                         const Fp8Linear& w8, const Tensor& bias, Tensor& y, Activation act = Activation::None);
-  void vit_layer(const VitLayerWeights& w, const Tensor* pending_ls2, int tiles);
+  void vit_layer(const VitLayerWeights& w, int tiles);
   void project(int tiles);
   void run_ops(int tiles, PixelInput input);
   Tensor alloc(DType dtype, const Shape& shape);
@@ -70,7 +70,6 @@ class VisionEncoder {
   Tensor normed_;    // [T * (1 + G*G), C]; also holds the patch embeddings before vit_embed
   Tensor qkv_;       // [T * (1 + G*G), 3C]
   Tensor attn_;      // [T * (1 + G*G), C]
-  Tensor branch_;    // [T * (1 + G*G), C] attention / MLP output before the layer scale
   Tensor mlp_;       // [T * (1 + G*G), M]
   Fp8Rows normed8_;  // [T * (1 + G*G), C] codes, [T * (1 + G*G)] scales: qkv's and fc1's input when FP8 by rows
   Tensor shuffled_;  // [T * G*G/4, 4C]

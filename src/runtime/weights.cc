@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
 #include "backend/w4_layout.h"
@@ -22,7 +23,10 @@ class WeightUploader {
     const void* key = source_.storage_key(name);
     if (key != nullptr) {
       auto found = uploaded_.find(key);
-      if (found != uploaded_.end() && found->second.numel() == shape_numel(shape)) return found->second.view(shape);
+      if (found != uploaded_.end() && found->second.numel() == shape_numel(shape)) {
+        shared_.insert(found->second.data);
+        return found->second.view(shape);
+      }
     }
     Tensor device = backend_.alloc(backend_.weight_dtype(), shape);
     source_.write_dense(name, device, backend_);
@@ -77,6 +81,20 @@ class WeightUploader {
   }
   const W4Summary& w4() const { return w4_; }
 
+  // weight's rows *= scale (Backend::scale_rows). A device tensor handed out under two names is copied first,
+  // and a folded one is never handed out again: no other name sees the scale.
+  void fold_scale(Tensor& weight, const Tensor& scale) {
+    if (shared_.count(weight.data)) {
+      Tensor own = backend_.alloc(weight.dtype, weight.shape);
+      backend_.copy(own, weight);
+      bytes_ += own.nbytes();
+      weight = own;
+    }
+    for (auto it = uploaded_.begin(); it != uploaded_.end();)
+      it = it->second.data == weight.data ? uploaded_.erase(it) : std::next(it);
+    backend_.scale_rows(weight, scale);
+  }
+
   Tensor get_optional(const std::string& name, const Shape& shape) {
     return source_.has(name) ? get(name, shape) : Tensor{};
   }
@@ -102,6 +120,7 @@ class WeightUploader {
   Backend& backend_;
   Fp8Scaling fp8_scaling_;
   std::map<const void*, Tensor> uploaded_;
+  std::set<const void*> shared_;  // device data handed out under more than one name
   size_t bytes_ = 0;
   W4Summary w4_;
   size_t w4_workspace_ = 0;
@@ -140,12 +159,18 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
     L.fc2_w = up.get(p + "fc2.weight", {C, M});
     L.qkv_b = v.qkv_bias ? up.get(p + "qkv.bias", {3 * C}) : up.get_optional(p + "qkv.bias", {3 * C});
     L.proj_b = up.get(p + "proj.bias", {C});
-    L.ls1 = up.get(p + "ls1", {C});
     L.norm2_w = up.get(p + "norm2.weight", {C});
     if (layer_norm) L.norm2_b = up.get(p + "norm2.bias", {C});
     L.fc1_b = up.get(p + "fc1.bias", {M});
     L.fc2_b = up.get(p + "fc2.bias", {C});
+    // x += ls ⊙ (W a + b) = W' a + b' with W' = diag(ls) W, b' = ls ⊙ b: the linears that feed the residual
+    // stream take their layer scales, and add into x themselves (Backend::linear_residual).
+    L.ls1 = up.get(p + "ls1", {C});
     L.ls2 = up.get(p + "ls2", {C});
+    up.fold_scale(L.proj_w, L.ls1);
+    up.fold_scale(L.proj_b, L.ls1);
+    up.fold_scale(L.fc2_w, L.ls2);
+    up.fold_scale(L.fc2_b, L.ls2);
     w.layers.push_back(std::move(L));
   }
   w.proj_norm_w = up.get("proj.norm.weight", {shuffled});

@@ -55,7 +55,9 @@ void set_linear_input_observer(LinearInputObserver observer, void* context);
 
 // With FP8 ViT weights qkv's and fc1's bf16 tensors are not uploaded (empty) and qkv8 / fc1_8 hold them; proj and
 // fc2 stay in the weight dtype (weights.cc says why).
-// InternViT-6B: norm*_b and qkv_b empty (RMSNorm, no qkv bias), q_norm / k_norm [C] set.
+// InternViT-6B: norm*_b and qkv_b empty (RMSNorm, no qkv bias), q_norm / k_norm [C] set. proj and fc2 carry the
+// layer scales ls1 / ls2: rows and biases multiplied by them at load (upload_vision). ls1 / ls2 themselves are
+// kept only so that the loader's byte count (and the memory plan's, which must equal it) holds every upload.
 struct VitLayerWeights {
   Tensor norm1_w, norm1_b, qkv_w, qkv_b, q_norm, k_norm, proj_w, proj_b, ls1;
   Tensor norm2_w, norm2_b, fc1_w, fc1_b, fc2_w, fc2_b, ls2;

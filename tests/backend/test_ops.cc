@@ -34,6 +34,35 @@ TEST_F(OpsTest, LinearAllEpiloguesOddRows) {
   }
 }
 
+// The residual add in the GEMM's epilogue (the ViT's proj and fc2), N aligned and not (the unaligned rows are
+// written in place, not through the scratch), with and without bias.
+TEST_F(OpsTest, LinearResidual) {
+  struct Case {
+    int m, k, n;
+  };
+  for (Case c : {Case{33, 64, 96}, Case{1025, 256, 1024}, Case{7, 128, 1001}, Case{5, 64, 13}}) {
+    Twin x = twin(random_host({c.m, c.k})), w = twin(random_host({c.n, c.k}, -0.1f, 0.1f), 'w');
+    Twin bias = twin(random_host({c.n}), 'w');
+    for (bool with_bias : {false, true}) {
+      Twin y = twin(random_host({c.m, c.n}, -4.f, 4.f));
+      cpu_->linear_residual(x.cpu, w.cpu, with_bias ? bias.cpu : Tensor{}, y.cpu);
+      gpu_->linear_residual(x.gpu, w.gpu, with_bias ? bias.gpu : Tensor{}, y.gpu);
+      expect_close(y, kBf16Tol,
+                   "linear_residual M=" + std::to_string(c.m) + " K=" + std::to_string(c.k) + " N=" +
+                       std::to_string(c.n) + (with_bias ? " bias" : ""));
+    }
+  }
+}
+
+TEST_F(OpsTest, ScaleRows) {
+  for (Shape shape : {Shape{1024, 4096}, Shape{7, 13}, Shape{1001}}) {
+    Twin w = twin(random_host(shape), 'w'), scale = twin(random_host({shape[0]}, -2.f, 2.f));
+    cpu_->scale_rows(w.cpu, scale.cpu);
+    gpu_->scale_rows(w.gpu, scale.gpu);
+    expect_close(w, kBf16Tol, "scale_rows " + shape_str(shape));
+  }
+}
+
 TEST_F(OpsTest, Norms) {
   for (int m : {1, 7, 33}) {
     for (int n : {64, 100, 1024, 4096}) {

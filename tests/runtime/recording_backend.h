@@ -41,6 +41,12 @@ class RecordingBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y, Activation a) override {
     op([=, this]() mutable { in_->linear(x, w, b, y, a); });
   }
+  void linear_residual(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    op([=, this]() mutable { in_->linear_residual(x, w, b, y); });
+  }
+  void scale_rows(Tensor& w, const Tensor& s) override {
+    op([=, this]() mutable { in_->scale_rows(w, s); });
+  }
   void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& ws, Fp8Scaling s, const Tensor& b, Tensor& y,
                          Activation a) override {
     op([=, this]() mutable { in_->linear_fp8_scaled(x, w8, ws, s, b, y, a); });

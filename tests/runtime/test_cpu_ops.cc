@@ -96,6 +96,27 @@ TEST_F(CpuOps, LinearMatchesNaiveOnOddShapes) {
   }
 }
 
+TEST_F(CpuOps, LinearResidualAddsIntoY) {
+  // y [2,2] += x [2,3] · w [2,3]^T + bias
+  Tensor x = make({2, 3}, {1, 2, 3, -1, 0, 2}), w = make({2, 3}, {1, 0, 1, 0.5f, -1, 0});
+  Tensor y = make({2, 2}, {10, 20, 30, 40});
+  be->linear_residual(x, w, make({2}, {0.25f, -0.5f}), y);
+  expect_near_all(values(y), {10 + 4 + 0.25, 20 - 1.5 - 0.5, 30 + 1 + 0.25, 40 - 0.5 - 0.5}, 1e-7);
+  be->linear_residual(x, w, Tensor{}, y);
+  expect_near_all(values(y), {18.25, 16.5, 32.25, 38.5}, 1e-7);
+  EXPECT_THROW(be->linear_residual(x, w, Tensor{}, x), Error);
+}
+
+TEST_F(CpuOps, ScaleRowsScalesEachRowOrElement) {
+  Tensor w = make({2, 3}, {1, 2, 3, 4, 5, 6});
+  be->scale_rows(w, make({2}, {2, -0.5f}));
+  expect_near_all(values(w), {2, 4, 6, -2, -2.5, -3}, 0);
+  Tensor b = make({3}, {1, 2, 3});
+  be->scale_rows(b, make({3}, {3, 0, -1}));
+  expect_near_all(values(b), {3, 0, -3}, 0);
+  EXPECT_THROW(be->scale_rows(w, make({3}, {1, 1, 1})), Error);
+}
+
 TEST_F(CpuOps, Norms) {
   Tensor x = make({2, 4}, {1, 2, 3, 4, -2, 0, 2, 4});
   Tensor g = make({4}, {1, 2, 1, 0.5f});

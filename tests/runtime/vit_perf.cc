@@ -51,14 +51,12 @@ VisionWeights random_vision_weights(const ModelDesc& desc, Backend& backend) {
     layer.qkv_b = random({3 * C});
     layer.proj_w = random({C, C});
     layer.proj_b = random({C});
-    layer.ls1 = random({C}, 0.1f);
     layer.norm2_w = random({C}, 1.f);
     layer.norm2_b = random({C});
     layer.fc1_w = random({M, C});
     layer.fc1_b = random({M});
     layer.fc2_w = random({C, M});
     layer.fc2_b = random({C});
-    layer.ls2 = random({C}, 0.1f);
     w.layers.push_back(std::move(layer));
   }
   w.proj_norm_w = random({4 * C}, 1.f);

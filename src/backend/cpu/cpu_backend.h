@@ -30,6 +30,8 @@ class CpuBackend : public Backend {
   size_t memory_in_use() const override { return bytes_in_use_->load(); }
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
+  void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
+  void scale_rows(Tensor& w, const Tensor& scale) override;
   void linear_fp8_scaled(const Tensor& x, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,
                          const Tensor& bias, Tensor& y, Activation act = Activation::None) override;
   void linear_fp8_rows(const Fp8Rows& x, const Tensor& w8, const Tensor& w_scale, const Tensor& bias, Tensor& y,

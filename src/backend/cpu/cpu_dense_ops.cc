@@ -31,6 +31,25 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
                act);
 }
 
+// The product goes to a scratch first: gemm_nt writes its output, and the sum with y is the one rounding (in F32
+// here, as everywhere on the CPU reference).
+void CpuBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  check_host(y, DType::F32, "linear_residual", "y");
+  FOVEA_CHECK(y.data != x.data && y.data != w.data, "linear_residual: y aliases an input");
+  Tensor product = Tensor::host(DType::F32, y.shape);
+  linear(x, w, bias, product, Activation::None);
+  scale_add(y, product, Tensor{});
+}
+
+void CpuBackend::scale_rows(Tensor& w, const Tensor& scale) {
+  check_host(w, DType::F32, "scale_rows", "w");
+  FOVEA_CHECK(w.rank() == 1 || w.rank() == 2, "scale_rows: w has shape ", shape_str(w.shape), ", expected [N] or [N, K]");
+  const int64_t N = w.dim(0), K = w.rank() == 2 ? w.dim(1) : 1;
+  check_vector(scale, N, DType::F32, "scale_rows", "scale");
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) w.ptr<float>()[n * K + k] *= scale.ptr<float>()[n];
+}
+
 namespace {
 
 // out = (in - mean) / sqrt(var + eps) * gamma + beta for one row; statistics in double.

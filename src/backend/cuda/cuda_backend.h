@@ -24,6 +24,7 @@
 namespace fovea::cuda {
 
 class HostStager;
+struct LinearOp;  // cuda_ops.cc: the names a bf16 linear's checks give
 
 class CudaBackend final : public Backend {
  public:
@@ -46,6 +47,8 @@ class CudaBackend final : public Backend {
   size_t memory_free() const override;
 
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) override;
+  void linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) override;
+  void scale_rows(Tensor& w, const Tensor& scale) override;
   void linear_w4(const Tensor& x, const W4Weight& w, const Tensor& bias, Tensor& y, Tensor& workspace) override;
   size_t linear_w4_workspace_bytes(int64_t n, int64_t k, int64_t group, bool permuted) const override;
   void layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y) override;
@@ -102,6 +105,9 @@ class CudaBackend final : public Backend {
   std::string profile_report();
 
  private:
+  // linear (accumulate false) and linear_residual (true): the checks, the profiler's label, the cuBLASLt GEMM.
+  void bf16_linear(const LinearOp& names, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                   Activation act, bool accumulate);
   // The scaled FP8 GEMM on a quantized activation x8 (x_scale: the recipe's activation scales) into out [m, n],
   // with the bias and GELU in cuBLASLt's epilogue where it has one for these scale modes, else in a pass after.
   void fp8_gemm(const uint8_t* x8, const float* x_scale, const Tensor& w8, const Tensor& w_scale, Fp8Scaling scaling,

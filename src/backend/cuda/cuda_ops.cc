@@ -10,21 +10,50 @@
 
 namespace fovea::cuda {
 
+// The names bf16_linear's checks give (literals: no strings are built on the hot path).
+struct LinearOp {
+  const char *op, *weight, *input, *output, *bias;
+};
+namespace {
+constexpr LinearOp kLinear{"linear", "linear weight", "linear input", "linear output", "linear bias"};
+constexpr LinearOp kLinearResidual{"linear_residual", "linear_residual weight", "linear_residual input",
+                                   "linear_residual output", "linear_residual bias"};
+}  // namespace
+
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y, Activation act) {
-  FOVEA_CHECK(w.rank() == 2, "linear: weight shape ", shape_str(w.shape));
+  bf16_linear(kLinear, x, w, bias, y, act, false);
+}
+
+// cuBLASLt with beta = 1 and y as both C and D (in place, which it allows for identical layouts).
+void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y) {
+  bf16_linear(kLinearResidual, x, w, bias, y, Activation::None, true);
+}
+
+void CudaBackend::bf16_linear(const LinearOp& names, const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& y,
+                              Activation act, bool accumulate) {
+  FOVEA_CHECK(w.rank() == 2, names.op, ": weight shape ", shape_str(w.shape));
   const int64_t n = w.dim(0), k = w.dim(1);
-  expect(w, DType::BF16, {n, k}, "linear weight");
-  const int64_t m = rows_of(x, DType::BF16, k, "linear input");
-  FOVEA_CHECK(rows_of(y, DType::BF16, n, "linear output") == m, "linear: output ", shape_str(y.shape),
+  expect(w, DType::BF16, {n, k}, names.weight);
+  const int64_t m = rows_of(x, DType::BF16, k, names.input);
+  FOVEA_CHECK(rows_of(y, DType::BF16, n, names.output) == m, names.op, ": output ", shape_str(y.shape),
               " for input ", shape_str(x.shape));
-  if (!bias.empty()) expect_numel(bias, DType::BF16, n, "linear bias");
+  if (accumulate) FOVEA_CHECK(y.data != x.data && y.data != w.data, names.op, ": y aliases an input");
+  if (!bias.empty()) expect_numel(bias, DType::BF16, n, names.bias);
   const GemmEpilogue epilogue = gemm_epilogue(!bias.empty(), act == Activation::Gelu);
   const bf16* bias_ptr = bias.empty() ? nullptr : cbf(bias);
   // With the profiler on, the plan (and its tuning, for small M) is made before the op's events.
-  if (profiler_) gemm_->prepare(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
+  if (profiler_) gemm_->prepare(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue, accumulate);
   OpScope scope(profiler_.get(), OpCategory::Gemm,
-                [&] { return str("linear M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue)); });
-  gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue);
+                [&] { return str(names.op, " M=", m, " N=", n, " K=", k, " ", gemm_epilogue_name(epilogue)); });
+  gemm_->run(cbf(x), cbf(w), bias_ptr, mbf(y), int(m), int(n), int(k), epilogue, accumulate);
+}
+
+void CudaBackend::scale_rows(Tensor& w, const Tensor& scale) {
+  FOVEA_CHECK(w.dtype == DType::BF16 && w.device == Device::CUDA && (w.rank() == 1 || w.rank() == 2),
+              "scale_rows: w must be a bf16 CUDA tensor [N] or [N, K], got ", shape_str(w.shape));
+  const int64_t n = w.dim(0), k = w.rank() == 2 ? w.dim(1) : 1;
+  expect_numel(scale, DType::BF16, n, "scale_rows scale");
+  launch_scale_rows(mbf(w), cbf(scale), n, k, stream_);
 }
 
 // W4A16 (gemm_w4.h): the fused kernel for decode-sized M, else the weight dequantized into the workspace and the

@@ -178,7 +178,7 @@ cublasStatus_t LtGemm::launch(const Plan& plan, const Operands& o, const cublasL
         cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &o.bias, sizeof(o.bias));
     if (status != CUBLAS_STATUS_SUCCESS) return status;
   }
-  const float alpha = 1.f, beta = 0.f;
+  const float alpha = 1.f, beta = o.accumulate ? 1.f : 0.f;
   return cublasLtMatmul(handle_, plan.op, &alpha, o.w, plan.a, o.x, plan.b, &beta, o.y, plan.c, o.y, plan.c, &algo,
                         workspace_, workspace_bytes_, stream_);
 }
@@ -226,7 +226,7 @@ size_t LtGemm::fastest(const Plan& plan, const Operands& o,
 // is the column-major row dimension, exactly where cuBLASLt's epilogue bias goes.
 LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
   const unsigned alignment = common_alignment({o.x, o.w, o.y, has_bias(o.epilogue) ? o.bias : nullptr});
-  const Key key{o.m, o.n, o.k, int(o.epilogue), alignment, o.ldy};
+  const Key key{o.m, o.n, o.k, int(o.epilogue), alignment, o.ldy};  // accumulate: the same plan (beta is a scalar)
   auto it = plans_.find(key);
   if (it != plans_.end()) return it->second;
   Plan plan;
@@ -245,7 +245,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
     // Timing needs a synchronization, which a graph capture forbids: a plan first made while capturing keeps
     // the heuristic's first pick (decode_graphs.cc runs each step once before capturing it, so this is rare).
     const bool capturing = stream_is_capturing(stream_);
-    const bool tune = !invariant_ && o.m <= GemmTuning::kMaxRows && !capturing;
+    const bool tune = !invariant_ && o.m <= GemmTuning::kMaxRows && !capturing && !o.accumulate;
     const auto found = candidates(plan, o, alignment, tune ? GemmTuning::kCandidates : 1);
     plan.algo = found[found.size() > 1 ? fastest(plan, o, found) : 0].algo;
     if (tuning_.log && o.m <= GemmTuning::kMaxRows && capturing)
@@ -259,7 +259,7 @@ LtGemm::Plan& LtGemm::plan_for(const Operands& o) {
 }
 
 LtGemm::Operands LtGemm::redirect(const Operands& o) {
-  if (o.n % 8 == 0) return o;
+  if (o.n % 8 == 0 || o.accumulate) return o;  // an accumulating GEMM reads y: it writes its own rows
   Operands padded = o;
   padded.ldy = (o.n + 7) / 8 * 8;
   const size_t needed = size_t(o.m) * size_t(padded.ldy);
@@ -292,15 +292,15 @@ std::vector<LtGemm::Operands> LtGemm::pieces(const Operands& o) const {
 }
 
 void LtGemm::prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y,
-                     int m, int n, int k, GemmEpilogue epilogue) {
+                     int m, int n, int k, GemmEpilogue epilogue, bool accumulate) {
   if (m == 0 || n == 0) return;
-  for (const Operands& piece : pieces(redirect({x, w, bias, y, m, n, k, epilogue, n}))) plan_for(piece);
+  for (const Operands& piece : pieces(redirect({x, w, bias, y, m, n, k, epilogue, n, accumulate}))) plan_for(piece);
 }
 
 void LtGemm::run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
-                 int n, int k, GemmEpilogue epilogue) {
+                 int n, int k, GemmEpilogue epilogue, bool accumulate) {
   if (m == 0 || n == 0) return;
-  const Operands o = redirect({x, w, bias, y, m, n, k, epilogue, n});
+  const Operands o = redirect({x, w, bias, y, m, n, k, epilogue, n, accumulate});
   for (const Operands& piece : pieces(o)) {
     const Plan& plan = plan_for(piece);
     FOVEA_CUBLAS_CHECK(launch(plan, piece, plan.algo));

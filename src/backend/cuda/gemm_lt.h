@@ -77,12 +77,13 @@ class LtGemm {
   LtGemm(const LtGemm&) = delete;
   LtGemm& operator=(const LtGemm&) = delete;
 
+  // accumulate: y += the product (beta = 1, y read in place: the residual add of Backend::linear_residual).
   void run(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m, int n,
-           int k, GemmEpilogue epilogue);
+           int k, GemmEpilogue epilogue, bool accumulate = false);
   // Makes (and tunes) the plan run() would use for these operands, without the final call: lets a caller time
-  // run() alone. Tuning writes y.
+  // run() alone. Tuning writes y (accumulating plans are never tuned: it would add to y).
   void prepare(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* bias, __nv_bfloat16* y, int m,
-               int n, int k, GemmEpilogue epilogue);
+               int n, int k, GemmEpilogue epilogue, bool accumulate = false);
   size_t workspace_bytes() const { return workspace_bytes_; }
   // See kInvariantRows. Plans made before the switch keep their algorithms: switch before the first GEMM.
   void set_batch_invariant(bool on) { invariant_ = on; }
@@ -97,6 +98,7 @@ class LtGemm {
     int m, n, k;
     GemmEpilogue epilogue;
     int ldy;  // elements between output rows (n, or n padded for the aligned scratch)
+    bool accumulate = false;  // y += (beta = 1)
   };
   using Plan = LtPlan;
   using Key = std::tuple<int, int, int, int, unsigned, int>;

@@ -42,6 +42,8 @@ void launch_qk_norm_rope_kv_write(bf16* qkv, const bf16* q_gamma, const bf16* k_
 // ---- element-wise and row copies (kernels_elementwise.cu) ----
 // x[r, c] += scale[c] * y[r, c]; scale may be null (= 1).
 void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int cols, cudaStream_t stream);
+// w[r, c] = bf16(float(w[r, c]) * float(scale[r])) (load-time weight folding; one thread per element).
+void launch_scale_rows(bf16* w, const bf16* scale, int64_t rows, int64_t cols, cudaStream_t stream);
 void launch_silu_mul(const bf16* gate_up, bf16* y, int rows, int half_cols, cudaStream_t stream);
 // For i < count: dst[dst_index ? dst_index[i] : i] = src[src_index ? src_index[i] : i] (rows of `cols`).
 // An out-of-range source index is clamped, an out-of-range destination row is skipped; both set *error_flag.

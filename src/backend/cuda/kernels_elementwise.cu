@@ -21,6 +21,12 @@ __global__ void scale_add_kernel(bf16* x, const bf16* y, const bf16* scale, int6
   scale_add_bf16<W>(x + i, y + i, scale ? scale + c : nullptr, sum);
 }
 
+__global__ void scale_rows_kernel(bf16* w, const bf16* scale, int64_t total, int64_t cols) {
+  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  w[i] = __float2bfloat16(__bfloat162float(w[i]) * __bfloat162float(scale[i / cols]));
+}
+
 template <int W>
 __global__ void silu_mul_kernel(const bf16* gate_up, bf16* y, int64_t total, int half_cols) {
   wait_for_upstream();
@@ -76,6 +82,13 @@ void launch_scale_add(bf16* x, const bf16* y, const bf16* scale, int rows, int c
                      cols);
   else
     launch_dependent(scale_add_kernel<1>, blocks_for(total, kThreads), kThreads, 0, stream, x, y, scale, total, cols);
+}
+
+void launch_scale_rows(bf16* w, const bf16* scale, int64_t rows, int64_t cols, cudaStream_t stream) {
+  const int64_t total = rows * cols;
+  if (total == 0) return;
+  scale_rows_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(w, scale, total, cols);
+  FOVEA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_silu_mul(const bf16* gate_up, bf16* y, int rows, int half_cols, cudaStream_t stream) {
