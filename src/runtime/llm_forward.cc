@@ -78,6 +78,10 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
     normed_ = alloc(act, {T, H});
     act_ = alloc(act, {mlp_rows, int64_t(c.ffn)});
   }
+  sampled_qkv_ = alloc(act, {S, int64_t(c.heads + 2 * c.kv_heads) * D});
+  sampled_cu_q_ = alloc(DType::I32, {S + 1});
+  sampled_ctx_len_ = alloc(DType::I32, {S});
+  sampled_block_table_ = alloc(DType::I32, {int64_t(sizes.max_table_entries)});
   last_x_ = alloc(act, {S, H});
   last_branch_ = alloc(act, {S, H});
   last_normed_ = alloc(act, {S, H});
@@ -125,11 +129,11 @@ void LlmForward::project_input(int64_t r0, int64_t r1, const Tensor& w, const Fp
   else apply_linear(be_, normed_.rows(r0, r1), w, w8, w4, bias, y);
 }
 
-void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
+void LlmForward::mlp(const LlmLayerWeights& w, int tokens, Tensor& out_rows) {
   const int64_t slice = gate_up_.dim(0);
   for (int64_t r0 = 0; r0 < tokens; r0 += slice) {
     const int64_t r1 = std::min<int64_t>(tokens, r0 + slice);
-    Tensor gate_up = gate_up_.rows(0, r1 - r0), out = branch_.rows(r0, r1);
+    Tensor gate_up = gate_up_.rows(0, r1 - r0), out = out_rows.rows(r0, r1);
     project_input(r0, r1, w.gate_up_w, w.gate_up8, w.gate_up4, Tensor{}, gate_up);
     if (fp8_rows_) {
       Fp8Rows act8 = act8_.rows(0, r1 - r0);
@@ -143,13 +147,13 @@ void LlmForward::mlp(const LlmLayerWeights& w, int tokens) {
   }
 }
 
-void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv) {
+// A layer's first half on every row: the previous layer's MLP output (still in branch_) folded into the residual
+// while normalising, the qkv projection, then rope and the KV write (q rotated in place in qkv_).
+void LlmForward::attention_input(int index, int tokens, KvCache& kv) {
   const LlmConfig& c = desc_.llm;
   const LlmLayerWeights& w = w_.layers[size_t(index)];
   Tensor x = x_.rows(0, tokens), qkv = qkv_.rows(0, tokens);
-  Tensor attn = attn_.rows(0, tokens), branch = branch_.rows(0, tokens);
-  // The previous layer's MLP output is still in branch: fold it into the residual while normalising.
-  norm_input(x, index == 0 ? Tensor{} : branch, w.attn_norm, tokens);
+  norm_input(x, index == 0 ? Tensor{} : branch_.rows(0, tokens), w.attn_norm, tokens);
   project_input(0, tokens, w.qkv_w, w.qkv8, w.qkv4, w.qkv_b, qkv);
   const Tensor positions = positions_.rows(0, tokens), slots = slots_.rows(0, tokens);
   if (c.qk_norm) {  // Qwen3: per-head q/k RMSNorm before rope
@@ -158,10 +162,50 @@ void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, 
   } else {
     be_.rope_kv_write(qkv, positions, slots, c.heads, c.kv_heads, c.head_dim, c.rope_theta, kv.layers[size_t(index)]);
   }
+}
+
+// A layer's second half: attention of the q rows in `qkv` (described by `batch`) over the cache, the output
+// projection into `branch`, the residual fold into `x` and the MLP, whose output stays in `branch`.
+void LlmForward::attention_and_mlp(int index, const Tensor& qkv, const PagedAttentionBatch& batch, KvCache& kv,
+                                   Tensor& x, Tensor& attn, Tensor& branch) {
+  const LlmConfig& c = desc_.llm;
+  const LlmLayerWeights& w = w_.layers[size_t(index)];
+  const int rows = int(x.dim(0));
   be_.paged_attention(qkv, batch, kv.layers[size_t(index)], c.heads, c.kv_heads, c.head_dim, attn);
   apply_linear(be_, attn, w.o_w, w.o8, w.o4, Tensor{}, branch);
-  norm_input(x, branch, w.ffn_norm, tokens);
-  mlp(w, tokens);
+  norm_input(x, branch, w.ffn_norm, rows);
+  mlp(w, rows, branch);
+}
+
+void LlmForward::layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv) {
+  attention_input(index, tokens, kv);
+  Tensor x = x_.rows(0, tokens), attn = attn_.rows(0, tokens), branch = branch_.rows(0, tokens);
+  attention_and_mlp(index, qkv_.rows(0, tokens), batch, kv, x, attn, branch);
+}
+
+// The last layer of a step that samples fewer rows than it computes: every row still writes its K and V (later
+// steps and shared prefixes read them), but only the sampled rows go on through attention and the MLP, gathered
+// into last_x_ / sampled_qkv_, since nothing reads another row's output after this layer. Each sampled row is its
+// chunk's last token, so its causal attention is over the chunk's whole context: one query row per sampled chunk
+// (StepPlan::sampled_*). The MLP's output for them is left in last_branch_ for final_norm.
+void LlmForward::last_layer_sampled(int index, const StepPlan& plan, KvCache& kv) {
+  attention_input(index, plan.tokens, kv);
+  const int samples = int(plan.sample_rows.size());
+  if (samples == 0) return;
+  const Tensor rows = sample_rows_.rows(0, samples);
+  Tensor qkv = sampled_qkv_.rows(0, samples), x = last_x_.rows(0, samples);
+  be_.gather_rows(qkv_.rows(0, plan.tokens), rows, qkv);
+  be_.gather_rows(x_.rows(0, plan.tokens), rows, x);
+  PagedAttentionBatch batch;
+  batch.cu_q = sampled_cu_q_.rows(0, samples + 1);
+  batch.ctx_len = sampled_ctx_len_.rows(0, samples);
+  batch.block_table =
+      sampled_block_table_.rows(0, int64_t(samples) * plan.table_width).view({samples, plan.table_width});
+  batch.num_seqs = samples;
+  batch.max_q_len = 1;
+  batch.max_ctx_len = plan.sampled_max_ctx_len;
+  Tensor attn = attn_.rows(0, samples), branch = last_branch_.rows(0, samples);
+  attention_and_mlp(index, qkv, batch, kv, x, attn, branch);
 }
 
 void LlmForward::upload_inputs(const StepPlan& plan) {
@@ -174,6 +218,11 @@ void LlmForward::upload_inputs(const StepPlan& plan) {
   upload_ids(ctx_len_, plan.ctx_len);
   upload_ids(block_table_, plan.block_table);
   if (!plan.sample_rows.empty()) upload_ids(sample_rows_, plan.sample_rows);
+  if (samples_last_layer_only(plan) && !plan.sample_rows.empty()) {
+    upload_ids(sampled_cu_q_, plan.sampled_cu_q);
+    upload_ids(sampled_ctx_len_, plan.sampled_ctx_len);
+    upload_ids(sampled_block_table_, plan.sampled_block_table);
+  }
   if (plan.answer_width > 0) upload_ids(answer_ids_, plan.answer_ids);
 }
 
@@ -204,9 +253,17 @@ std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<S
   upload_inputs(plan);
   embed(plan.tokens, plan.vision, &pool);
   const PagedAttentionBatch batch = batch_view(plan);
-  for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, plan.tokens, batch, kv);
-  if (!plan.sample_rows.empty()) head(plan, chunks, results);
+  const int last = int(w_.layers.size()) - 1;
+  const bool sampled_only = samples_last_layer_only(plan);
+  for (int l = 0; l < last; ++l) layer(l, plan.tokens, batch, kv);
+  if (sampled_only) last_layer_sampled(last, plan, kv);
+  else layer(last, plan.tokens, batch, kv);
+  if (!plan.sample_rows.empty()) head(plan, chunks, results, /*rows_gathered=*/sampled_only);
   return results;
+}
+
+bool LlmForward::samples_last_layer_only(const StepPlan& plan) {
+  return int(plan.sample_rows.size()) < plan.tokens;
 }
 
 // The whole padded decode step, head included (all rows are sampled), as one recordable op sequence.
@@ -214,23 +271,26 @@ void LlmForward::record_decode(const StepPlan& padded, KvCache& kv) {
   embed(padded.tokens, {}, nullptr);
   const PagedAttentionBatch batch = batch_view(padded);
   for (int l = 0; l < int(w_.layers.size()); ++l) layer(l, padded.tokens, batch, kv);
-  final_norm(padded.tokens, int(padded.sample_rows.size()));
+  final_norm(padded.tokens, int(padded.sample_rows.size()), /*rows_gathered=*/false);
   compute_head(0, int(padded.sample_rows.size()));
 }
 
-void LlmForward::final_norm(int tokens, int samples) {
+void LlmForward::final_norm(int tokens, int samples, bool rows_gathered) {
   // Only the sampled rows need the last residual add, the final norm and the LM head.
-  const Tensor rows = sample_rows_.rows(0, samples);
   Tensor last_x = last_x_.rows(0, samples), last_branch = last_branch_.rows(0, samples);
   Tensor last_normed = last_normed_.rows(0, samples);
-  be_.gather_rows(x_.rows(0, tokens), rows, last_x);
-  be_.gather_rows(branch_.rows(0, tokens), rows, last_branch);
+  if (!rows_gathered) {
+    const Tensor rows = sample_rows_.rows(0, samples);
+    be_.gather_rows(x_.rows(0, tokens), rows, last_x);
+    be_.gather_rows(branch_.rows(0, tokens), rows, last_branch);
+  }
   be_.add_rms_norm(last_x, last_branch, w_.norm, desc_.llm.rms_eps, last_normed);
 }
 
-void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results) {
+void LlmForward::head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results,
+                      bool rows_gathered) {
   const int samples = int(plan.sample_rows.size());
-  final_norm(plan.tokens, samples);
+  final_norm(plan.tokens, samples, rows_gathered);
   for (int first = 0; first < samples; first += sizes_.logits_rows) {
     const int count = std::min(sizes_.logits_rows, samples - first);
     compute_head(first, count);

@@ -50,13 +50,20 @@ class LlmForward {
   PagedAttentionBatch batch_view(const StepPlan& plan) const;
   void embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool);
   void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
+  void attention_input(int index, int tokens, KvCache& kv);
+  void attention_and_mlp(int index, const Tensor& qkv, const PagedAttentionBatch& batch, KvCache& kv, Tensor& x,
+                         Tensor& attn, Tensor& branch);
+  void last_layer_sampled(int index, const StepPlan& plan, KvCache& kv);
+  // Whether the last layer runs on the sampled rows alone (a step that computes rows it does not sample).
+  static bool samples_last_layer_only(const StepPlan& plan);
   void norm_input(Tensor& x, const Tensor& add, const Tensor& gamma, int tokens);
   void project_input(int64_t r0, int64_t r1, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
                      const Tensor& bias, Tensor& y);
-  void mlp(const LlmLayerWeights& w, int tokens);
+  void mlp(const LlmLayerWeights& w, int tokens, Tensor& out_rows);
   void record_decode(const StepPlan& padded, KvCache& kv);
-  void final_norm(int tokens, int samples);
-  void head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results);
+  void final_norm(int tokens, int samples, bool rows_gathered);
+  void head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, std::vector<SeqResult>& results,
+            bool rows_gathered);
   void compute_head(int first, int count);
   void collect_head(const StepPlan& plan, const std::vector<SeqChunk>& chunks, int first, int count,
                     std::vector<SeqResult>& results);
@@ -83,6 +90,9 @@ class LlmForward {
   Fp8Rows normed8_;                            // [T, H] codes, [T] scales
   Fp8Rows act8_;                               // [mlp_rows, F] codes, [mlp_rows] scales
   Tensor last_x_, last_branch_, last_normed_;  // [max_seqs, H] the sampled rows
+  // The sampled rows' own pass through the last layer (last_layer_sampled): their qkv rows and attention batch.
+  Tensor sampled_qkv_;                                            // [max_seqs, (NH + 2 KV) D]
+  Tensor sampled_cu_q_, sampled_ctx_len_, sampled_block_table_;  // I32, as PagedAttentionBatch
   Tensor logits_;                              // [logits_rows, V]
   Tensor argmax_ids_;                          // [logits_rows] I32
   Tensor answer_logprobs_;                     // [logits_rows * max_answer_ids] F32

@@ -84,6 +84,27 @@ TEST_F(StepPlanTest, FlattensChunksAndSplitsImagesAtSlots) {
   EXPECT_EQ(plan.vision[1].dst_row, 6);
 }
 
+// The last decoder layer's batch: only the sampled chunks, one query row each (the chunk's last token) over the
+// chunk's whole context, with its block-table row as padded to the step's width.
+TEST_F(StepPlanTest, SampledRowsGetTheirOwnAttentionBatch) {
+  SeqChunk a = chunk({1, 2, 3}, 5, {7, 3});  // context 8
+  a.sample = true;
+  SeqChunk b = chunk({4, 4, 4, 4}, 0, {2, 8, 9});  // not sampled: its rows stop at the last layer's KV write
+  SeqChunk c = chunk({5}, 8, {4, 6, 1});  // context 9 in 3 blocks of 4
+  c.sample = true;
+  const StepPlan plan = plan_step({a, b, c}, limits, pool);
+  EXPECT_EQ(plan.sample_rows, (std::vector<int32_t>{2, 7}));
+  EXPECT_EQ(plan.sampled_cu_q, (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(plan.sampled_ctx_len, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(plan.sampled_max_ctx_len, 9);
+  EXPECT_EQ(plan.table_width, 3);
+  EXPECT_EQ(plan.sampled_block_table, (std::vector<int32_t>{7, 3, 0, 4, 6, 1}));
+  // No sampled chunk: an empty batch (0 sequences).
+  const StepPlan none = plan_step({b}, limits, pool);
+  EXPECT_EQ(none.sampled_cu_q, (std::vector<int32_t>{0}));
+  EXPECT_TRUE(none.sampled_ctx_len.empty() && none.sampled_block_table.empty());
+}
+
 TEST_F(StepPlanTest, RejectsBadChunks) {
   const int64_t image = pool.acquire(1);
   auto fails = [&](SeqChunk c) { EXPECT_THROW(plan_step({c}, limits, pool), Error); };
@@ -238,6 +259,33 @@ TEST_F(DemoRunner, ThirteenTilesGenerateDeterministically) {
   const auto b = simple_generate(*runner, prompt, {random_pixels(13, desc.vision.image_size, 2)}, opts);
   EXPECT_NE(a.logits[0], b.logits[0]);
   EXPECT_EQ(runner->backend().memory_in_use(), mem.total());  // nothing allocated by encode/step
+}
+
+// A prompt prefilled in one step runs its last layer on the sampled row alone (LlmForward::last_layer_sampled);
+// split so that its last token is a step of its own, every layer runs on every row. The first chunk of the split
+// samples nothing, so its last layer only writes K and V, which the following steps read. Both give the same
+// logits, bit for bit, for the prompt and the decode steps after it (the CPU reference computes each row alike
+// whatever the other rows), in float and with the FP8 projections.
+TEST_F(DemoRunner, LastLayerOnTheSampledRowsAloneGivesTheFullLayersLogits) {
+  for (bool fp8 : {false, true}) {
+    SCOPED_TRACE(fp8 ? "fp8" : "float");
+    // A fresh runner each (simple_generate reuses KV blocks from 0: K and V left by an earlier run would hide one
+    // that a step failed to write).
+    auto run = [&](std::vector<int> splits) {
+      auto runner = make_runner(false, fp8, false, Fp8Scaling::Channel);
+      const ModelDesc& desc = runner->desc();
+      SimpleGenerateOptions opts = logits_of(/*tokens=*/3);
+      opts.prefill_splits = std::move(splits);
+      return simple_generate(*runner, prompt_for(desc, 2), {random_pixels(2, desc.vision.image_size, 9)}, opts);
+    };
+    const int last = int(prompt_for(make_runner()->desc(), 2).size()) - 1;
+    const auto whole = run({}), split = run({last});
+    const auto three = run({100, last});  // a middle chunk that samples nothing
+    ASSERT_EQ(whole.logits.size(), 3u);
+    EXPECT_EQ(whole.tokens, split.tokens);
+    EXPECT_EQ(whole.logits, split.logits);
+    EXPECT_EQ(whole.logits, three.logits);
+  }
 }
 
 // ||b - a|| / ||a|| over one logits row; NaN when b holds a non-finite value (fails any bound).
