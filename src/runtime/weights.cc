@@ -81,15 +81,12 @@ class WeightUploader {
   }
   const W4Summary& w4() const { return w4_; }
 
-  // weight's rows *= scale (Backend::scale_rows). A device tensor handed out under two names is copied first,
-  // and a folded one is never handed out again: no other name sees the scale.
-  void fold_scale(Tensor& weight, const Tensor& scale) {
-    if (shared_.count(weight.data)) {
-      Tensor own = backend_.alloc(weight.dtype, weight.shape);
-      backend_.copy(own, weight);
-      bytes_ += own.nbytes();
-      weight = own;
-    }
+  // weight's rows *= scale (Backend::scale_rows), `name` its canonical name. A folded tensor is never handed out
+  // again: a later name stored with it (another layer's, say) gets an upload of its own. Folding right after its
+  // layer's gets, nothing else can have been handed it: a name that was is refused rather than scaled with it.
+  void fold_scale(const std::string& name, Tensor& weight, const Tensor& scale) {
+    FOVEA_CHECK(!shared_.count(weight.data), "weight ", name,
+                " is stored with a tensor loaded before it; a layer scale cannot be folded into it");
     for (auto it = uploaded_.begin(); it != uploaded_.end();)
       it = it->second.data == weight.data ? uploaded_.erase(it) : std::next(it);
     backend_.scale_rows(weight, scale);
@@ -167,10 +164,10 @@ VisionWeights upload_vision(const ModelDesc& desc, WeightUploader& up, bool fp8)
     // stream take their layer scales, and add into x themselves (Backend::linear_residual).
     L.ls1 = up.get(p + "ls1", {C});
     L.ls2 = up.get(p + "ls2", {C});
-    up.fold_scale(L.proj_w, L.ls1);
-    up.fold_scale(L.proj_b, L.ls1);
-    up.fold_scale(L.fc2_w, L.ls2);
-    up.fold_scale(L.fc2_b, L.ls2);
+    up.fold_scale(p + "proj.weight", L.proj_w, L.ls1);
+    up.fold_scale(p + "proj.bias", L.proj_b, L.ls1);
+    up.fold_scale(p + "fc2.weight", L.fc2_w, L.ls2);
+    up.fold_scale(p + "fc2.bias", L.fc2_b, L.ls2);
     w.layers.push_back(std::move(L));
   }
   w.proj_norm_w = up.get("proj.norm.weight", {shuffled});

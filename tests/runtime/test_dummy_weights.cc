@@ -219,5 +219,60 @@ TEST_F(DeepConfig, W4DummyGenerationIsDeterministicPerSeed) {
   EXPECT_NE(ra.logits, rc.logits);
 }
 
+// A source that stores the ViT's layer-1 proj weight once with layer 0's (the same storage key and values), as a
+// tied lm_head is stored once with the embedding.
+class SharedProjSource : public WeightSource {
+ public:
+  explicit SharedProjSource(std::unique_ptr<WeightSource> inner) : inner_(std::move(inner)) {}
+  bool has(const std::string& name) const override { return inner_->has(name); }
+  bool has_w4(const std::string& linear) const override { return inner_->has_w4(linear); }
+  W4Info w4_info(const std::string& linear, const Shape& shape) const override {
+    return inner_->w4_info(linear, shape);
+  }
+  const void* storage_key(const std::string& name) const override {
+    return name == kShared || name == kAlias ? static_cast<const void*>(&key_) : inner_->storage_key(name);
+  }
+  void write_dense(const std::string& name, Tensor& dst, Backend& backend) override {
+    inner_->write_dense(name == kAlias ? kShared : name, dst, backend);
+  }
+  void write_fp8(const std::string& name, Fp8Linear& dst, Backend& backend) override {
+    inner_->write_fp8(name, dst, backend);
+  }
+  void write_w4(const std::string& linear, W4Weight& dst, Backend& backend) override {
+    inner_->write_w4(linear, dst, backend);
+  }
+  static constexpr const char* kShared = "vit.0.proj.weight";
+  static constexpr const char* kAlias = "vit.1.proj.weight";
+
+ private:
+  std::unique_ptr<WeightSource> inner_;
+  int key_ = 0;
+};
+
+// The loader folds each ViT layer's ls1 into its proj rows (WeightUploader::fold_scale). Two layers' proj weights
+// stored once would be uploaded once; after layer 0's fold, layer 1 must get an upload of its own: each layer's
+// rows end up scaled by its own ls1 alone (not by the other layer's too), and the bytes count both uploads.
+TEST_F(DeepConfig, LayerScalesFoldIntoEachLayersOwnWeightWhenTwoShareStorage) {
+  ASSERT_GE(desc_.vision.layers, 2);
+  auto backend = make_backend("cpu");
+  SharedProjSource source(make_dummy_source(desc_, ConfigWeights{}));
+  const DeviceWeights w = upload_weights(desc_, source, *backend);
+  const DeviceWeights plain = upload_weights(desc_, *make_dummy_source(desc_, ConfigWeights{}), *backend);
+  const int64_t C = desc_.vision.hidden;
+  Tensor raw = backend->alloc(backend->weight_dtype(), {C, C});
+  make_dummy_source(desc_, ConfigWeights{})->write_dense(SharedProjSource::kShared, raw, *backend);
+  const VitLayerWeights &l0 = w.vision.layers[0], &l1 = w.vision.layers[1];
+  ASSERT_NE(l0.proj_w.data, l1.proj_w.data);
+  for (const VitLayerWeights* l : {&l0, &l1}) {
+    for (int64_t r = 0; r < C; ++r)
+      for (int64_t c = 0; c < C; ++c)
+        ASSERT_EQ(l->proj_w.ptr<float>()[r * C + c], raw.ptr<float>()[r * C + c] * l->ls1.ptr<float>()[r])
+            << "row " << r << " col " << c;
+  }
+  // Layer 0 is what the unshared upload makes, and the shared storage was uploaded twice.
+  EXPECT_EQ(std::memcmp(l0.proj_w.data, plain.vision.layers[0].proj_w.data, l0.proj_w.nbytes()), 0);
+  EXPECT_EQ(w.bytes, plain.bytes);
+}
+
 }  // namespace
 }  // namespace fovea
