@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   // Causal blocks late in a sequence see the most keys: schedule them first so the grid's tail is short.
   const int row_tile = p.paged ? int(gridDim.x) - 1 - int(blockIdx.x) : int(blockIdx.x);
   // Dense problems may take the keys of their first p.lead tokens apart (attention_common.cuh): key tiles start
-  // after them.
-  const int lead = p.paged ? 0 : p.lead;
+  // after them. dense_lead (attention.cu) sets it, 0 when paged.
+  const int lead = p.lead;
   const int row0 = row_tile * C::kRows;
   if (row0 / p.group >= span.q_len) return;  // whole block past this sequence's queries (uniform exit)
   const int last_token = min(span.q_len - 1, (row0 + C::kRows - 1) / p.group);
