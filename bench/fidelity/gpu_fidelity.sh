@@ -11,6 +11,9 @@
 #          3. batch invariance: first tokens alone vs batched, per mode, with and without --batch-invariant
 #          4. W4A16 (round-to-nearest, groups 64 and 32: `fovea quantize --method rtn`) on CUDA
 # Results go to $OUT: fidelity.{md,json}, invariance.json, steps.txt, logs.tar.gz (and the tests' in stash).
+# Env for run: STAGES (default "1 2 3 4": the numbered stages above to run), MODES (stage 1's Fovea modes),
+# OTHER_BINS ("NAME=PATH.xz ...": more fovea binaries, carried beside the part (xz), each run in the cuda mode as
+# cuda-NAME in stage 1 and compared with the rest: the same instrument for a bisection between commits).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 stash=/tmp/fovea_smollm2
@@ -67,15 +70,26 @@ fovea_mode() {  # fovea_mode MODE [NAME [extra...]]
   step "fovea $name rc=$?"
 }
 
+stages=${STAGES:-1 2 3 4}
+modes=${MODES:-cuda fp8-tensor fp8 fp8-block fp8-channel-act128}
+others=""
+for entry in ${OTHER_BINS:-}; do  # NAME=PATH.xz
+  name=${entry%%=*}
+  unxz_to "${entry#*=}" "$stash/fovea-$name" && others="$others cuda-$name"
+done
 # 1. the reference and Fovea's CUDA modes
 $fid reference --model "$work/model" --work "$work" --dtype float32 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-float32.log" 2>&1
 step "transformers float32 rc=$?"
-for mode in cuda fp8-tensor fp8 fp8-block fp8-channel-act128; do fovea_mode $mode; done
-compare cuda fp8-tensor fp8 fp8-block fp8-channel-act128
+for mode in $modes; do fovea_mode $mode; done
+for other in $others; do bin=$stash/fovea-${other#cuda-} fovea_mode cuda $other; done
+compare $modes $others
+finish() { tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$logs"; step done; exit 0; }
+[[ " $stages " == *" 2 "* ]] || finish
 # 2. transformers' own bf16
 $fid reference --model "$work/model" --work "$work" --dtype bfloat16 --device "${REF_DEVICE:-cuda}" --batch 64 > "$logs/ref-bfloat16.log" 2>&1
 step "transformers bf16 rc=$?"
-compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block fp8-channel-act128
+compare ref-bfloat16 $modes $others
+[[ " $stages " == *" 3 "* ]] || finish
 # 3. batch invariance (128 tasks, one token each: alone vs all at once in reverse order)
 inv() {  # inv NAME MODE [extra...]
   local name=$1 mode=$2
@@ -92,6 +106,7 @@ inv fp8-invariant fp8 --batch-invariant
 inv fp8-block-invariant fp8-block --batch-invariant
 inv fp8-channel-act128-invariant fp8-channel-act128 --batch-invariant
 inv fp8-tensor-invariant fp8-tensor --batch-invariant
+[[ " $stages " == *" 4 "* ]] || finish
 # 4. W4A16 on CUDA, round-to-nearest (calibrated AWQ / GPTQ: bench/results, CPU)
 for group in 64 32; do  # 128 does not divide the 576-wide hidden size (AWQ / GPTQ need K % group == 0)
   "$bin" quantize --model "$work/model" --out "$work/model-rtn-g$group" --method rtn --group $group \
@@ -99,6 +114,5 @@ for group in 64 32; do  # 128 does not divide the 576-wide hidden size (AWQ / GP
   step "quantize rtn g$group rc=$?"
   MODEL=$work/model-rtn-g$group fovea_mode w4 w4-rtn-g$group
 done
-compare ref-bfloat16 cuda fp8-tensor fp8 fp8-block fp8-channel-act128 w4-rtn-g64 w4-rtn-g32
-tar czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$logs"
-step done
+compare ref-bfloat16 $modes $others w4-rtn-g64 w4-rtn-g32
+finish
