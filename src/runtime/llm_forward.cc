@@ -262,8 +262,9 @@ std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<S
   return results;
 }
 
+// Not while calibration observes the projections' inputs (fovea quantize): it needs every row of every layer.
 bool LlmForward::samples_last_layer_only(const StepPlan& plan) {
-  return int(plan.sample_rows.size()) < plan.tokens;
+  return int(plan.sample_rows.size()) < plan.tokens && !linear_inputs_observed();
 }
 
 // The whole padded decode step, head included (all rows are sampled), as one recordable op sequence.

@@ -252,6 +252,8 @@ void set_linear_input_observer(LinearInputObserver observer, void* context) {
   g_observer_context = context;
 }
 
+bool linear_inputs_observed() { return g_observer != nullptr; }
+
 void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear& w8, const W4Linear& w4,
                   const Tensor& bias, Tensor& y) {
   if (g_observer) g_observer(g_observer_context, w, x);

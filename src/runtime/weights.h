@@ -52,6 +52,8 @@ void apply_linear(Backend& be, const Tensor& x, const Tensor& w, const Fp8Linear
 // engine runs steps; the observer is called from the engine's thread.
 using LinearInputObserver = void (*)(void* context, const Tensor& weight, const Tensor& input);
 void set_linear_input_observer(LinearInputObserver observer, void* context);
+// Whether an observer is set: the LLM forward then runs every layer on every row (calibration wants all of them).
+bool linear_inputs_observed();
 
 // With FP8 ViT weights qkv's and fc1's bf16 tensors are not uploaded (empty) and qkv8 / fc1_8 hold them; proj and
 // fc2 stay in the weight dtype (weights.cc says why).

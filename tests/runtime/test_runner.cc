@@ -14,6 +14,7 @@
 #include "runtime/simple_generate.h"
 #include "runtime/step_plan.h"
 #include "runtime/vision_pool.h"
+#include "runtime/weights.h"
 #include "support/temp_dir.h"
 
 namespace fovea {
@@ -286,6 +287,26 @@ TEST_F(DemoRunner, LastLayerOnTheSampledRowsAloneGivesTheFullLayersLogits) {
     EXPECT_EQ(whole.logits, split.logits);
     EXPECT_EQ(whole.logits, three.logits);
   }
+}
+
+// Calibration (fovea quantize) observes every LLM projection's input and needs all of a prompt's rows at every
+// layer: with an observer set, the last layer runs on every row too.
+TEST_F(DemoRunner, ObservedProjectionsSeeEveryRowOfTheLastLayer) {
+  auto runner = make_runner();
+  const ModelDesc& desc = runner->desc();
+  std::vector<int64_t> rows;  // of each observed projection call: qkv, o, gate_up, down per layer
+  set_linear_input_observer(
+      [](void* context, const Tensor&, const Tensor& input) {
+        static_cast<std::vector<int64_t>*>(context)->push_back(input.dim(0));
+      },
+      &rows);
+  const std::vector<int32_t> prompt = prompt_for(desc, 1);
+  const Tensor pixels = random_pixels(1, desc.vision.image_size, 4);
+  const auto observed = simple_generate(*runner, prompt, {pixels}, logits_of(1));
+  set_linear_input_observer(nullptr, nullptr);
+  EXPECT_EQ(rows, std::vector<int64_t>(size_t(4 * desc.llm.layers), int64_t(prompt.size())));
+  // And the logits are those of the run without an observer (which takes the sampled row alone).
+  EXPECT_EQ(observed.logits, simple_generate(*runner, prompt, {pixels}, logits_of(1)).logits);
 }
 
 // ||b - a|| / ||a|| over one logits row; NaN when b holds a non-finite value (fails any bound).
