@@ -24,7 +24,7 @@ import peers_report  # noqa: E402  the side-by-side table of the peers, as the r
 # The latest end-to-end run of the instrument (bench/gpu/run_all.sh): its JSON carries date, commit and command.
 PERF_RUN = "bench/results/2026-12-06-h100-peers.json"
 # The latest trained-weights fidelity run (bench/fidelity/gpu_fidelity.sh); meta.json beside it says when and how.
-FIDELITY_RUN = "bench/results/2026-12-02-smollm2-fidelity-h200/fidelity-h200.json"
+FIDELITY_RUN = "bench/results/2026-12-07-smollm2-fidelity-h100/fidelity.json"
 
 BLOCK = re.compile(r"(<!-- BEGIN generated: ([a-z0-9_-]+) -->\n)(.*?)(<!-- END -->)", re.S)
 
@@ -95,6 +95,7 @@ FIDELITY_MODES = [  # (mode in the JSON, README name)
     ("fp8-tensor", "Fovea `--quantization fp8-tensor`"),
     ("fp8", "Fovea `--quantization fp8` (per channel × per token, default)"),
     ("fp8-block", "Fovea `--quantization fp8-block`"),
+    ("fp8-channel-act128", "Fovea `--quantization fp8-channel-act128`"),
     ("w4-rtn-g64", "Fovea 4-bit round-to-nearest, group 64"),
     ("w4-rtn-g32", "Fovea 4-bit round-to-nearest, group 32"),
 ]
