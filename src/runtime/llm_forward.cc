@@ -79,7 +79,12 @@ LlmForward::LlmForward(const ModelDesc& desc, const LlmWeights& weights, Backend
     act_ = alloc(act, {mlp_rows, int64_t(c.ffn)});
   }
   sampled_qkv_ = alloc(act, {S, int64_t(c.heads + 2 * c.kv_heads) * D});
+  // The sampled rows' batch has one query row per sequence, so its cu_q is always 0, 1, ..., up to S: uploaded
+  // once here, a prefix of it viewed per step.
   sampled_cu_q_ = alloc(DType::I32, {S + 1});
+  std::vector<int32_t> one_row_each(size_t(S + 1));
+  for (int32_t i = 0; i <= int32_t(S); ++i) one_row_each[size_t(i)] = i;
+  upload_ids(sampled_cu_q_, one_row_each);
   sampled_ctx_len_ = alloc(DType::I32, {S});
   sampled_block_table_ = alloc(DType::I32, {int64_t(sizes.max_table_entries)});
   last_x_ = alloc(act, {S, H});
@@ -196,19 +201,11 @@ void LlmForward::last_layer_sampled(int index, const StepPlan& plan, KvCache& kv
   Tensor qkv = sampled_qkv_.rows(0, samples), x = last_x_.rows(0, samples);
   be_.gather_rows(qkv_.rows(0, plan.tokens), rows, qkv);
   be_.gather_rows(x_.rows(0, plan.tokens), rows, x);
-  PagedAttentionBatch batch;
-  batch.cu_q = sampled_cu_q_.rows(0, samples + 1);
-  batch.ctx_len = sampled_ctx_len_.rows(0, samples);
-  batch.block_table =
-      sampled_block_table_.rows(0, int64_t(samples) * plan.table_width).view({samples, plan.table_width});
-  batch.num_seqs = samples;
-  batch.max_q_len = 1;
-  batch.max_ctx_len = plan.sampled_max_ctx_len;
   Tensor attn = attn_.rows(0, samples), branch = last_branch_.rows(0, samples);
-  attention_and_mlp(index, qkv, batch, kv, x, attn, branch);
+  attention_and_mlp(index, qkv, sampled_batch_view(plan), kv, x, attn, branch);
 }
 
-void LlmForward::upload_inputs(const StepPlan& plan) {
+void LlmForward::upload_inputs(const StepPlan& plan, bool sampled_only) {
   // Every input goes up before the first op. Uploads are stream-ordered (pinned staging, cudaMemcpyAsync on the
   // backend stream), so they land after the previous step's kernels have read these buffers.
   upload_ids(ids_, plan.ids);
@@ -218,8 +215,7 @@ void LlmForward::upload_inputs(const StepPlan& plan) {
   upload_ids(ctx_len_, plan.ctx_len);
   upload_ids(block_table_, plan.block_table);
   if (!plan.sample_rows.empty()) upload_ids(sample_rows_, plan.sample_rows);
-  if (samples_last_layer_only(plan) && !plan.sample_rows.empty()) {
-    upload_ids(sampled_cu_q_, plan.sampled_cu_q);
+  if (sampled_only && !plan.sample_rows.empty()) {
     upload_ids(sampled_ctx_len_, plan.sampled_ctx_len);
     upload_ids(sampled_block_table_, plan.sampled_block_table);
   }
@@ -237,6 +233,20 @@ PagedAttentionBatch LlmForward::batch_view(const StepPlan& plan) const {
   return batch;
 }
 
+// One query row (its chunk's last token) per sampled chunk, over the chunk's whole context.
+PagedAttentionBatch LlmForward::sampled_batch_view(const StepPlan& plan) const {
+  const int samples = int(plan.sample_rows.size());
+  PagedAttentionBatch batch;
+  batch.cu_q = sampled_cu_q_.rows(0, samples + 1);
+  batch.ctx_len = sampled_ctx_len_.rows(0, samples);
+  batch.block_table =
+      sampled_block_table_.rows(0, int64_t(samples) * plan.table_width).view({samples, plan.table_width});
+  batch.num_seqs = samples;
+  batch.max_q_len = 1;
+  batch.max_ctx_len = plan.sampled_max_ctx_len;
+  return batch;
+}
+
 std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<SeqChunk>& chunks,
                                        const VisionPool& pool, KvCache& kv) {
   std::vector<SeqResult> results(chunks.size());
@@ -245,16 +255,16 @@ std::vector<SeqResult> LlmForward::run(const StepPlan& plan, const std::vector<S
   FOVEA_CHECK(kv.layers.size() == w_.layers.size(), "llm forward: kv cache has ", kv.layers.size(), " layers");
   if (graphs_.eligible(plan)) {
     const StepPlan padded = graphs_.pad(plan);
-    upload_inputs(padded);
+    upload_inputs(padded, /*sampled_only=*/false);
     graphs_.launch(padded, [&] { record_decode(padded, kv); });
     if (!plan.sample_rows.empty()) collect_head(plan, chunks, 0, int(plan.sample_rows.size()), results);
     return results;
   }
-  upload_inputs(plan);
+  const bool sampled_only = samples_last_layer_only(plan);
+  upload_inputs(plan, sampled_only);
   embed(plan.tokens, plan.vision, &pool);
   const PagedAttentionBatch batch = batch_view(plan);
   const int last = int(w_.layers.size()) - 1;
-  const bool sampled_only = samples_last_layer_only(plan);
   for (int l = 0; l < last; ++l) layer(l, plan.tokens, batch, kv);
   if (sampled_only) last_layer_sampled(last, plan, kv);
   else layer(last, plan.tokens, batch, kv);

@@ -46,8 +46,9 @@ class LlmForward {
  private:
   Tensor alloc(DType dtype, const Shape& shape);
   Tensor upload_ids(Tensor& buffer, const std::vector<int32_t>& values);
-  void upload_inputs(const StepPlan& plan);
+  void upload_inputs(const StepPlan& plan, bool sampled_only);
   PagedAttentionBatch batch_view(const StepPlan& plan) const;
+  PagedAttentionBatch sampled_batch_view(const StepPlan& plan) const;
   void embed(int tokens, const std::vector<VisionSegment>& vision, const VisionPool* pool);
   void layer(int index, int tokens, const PagedAttentionBatch& batch, KvCache& kv);
   void attention_input(int index, int tokens, KvCache& kv);
@@ -92,7 +93,7 @@ class LlmForward {
   Tensor last_x_, last_branch_, last_normed_;  // [max_seqs, H] the sampled rows
   // The sampled rows' own pass through the last layer (last_layer_sampled): their qkv rows and attention batch.
   Tensor sampled_qkv_;                                            // [max_seqs, (NH + 2 KV) D]
-  Tensor sampled_cu_q_, sampled_ctx_len_, sampled_block_table_;  // I32, as PagedAttentionBatch
+  Tensor sampled_cu_q_, sampled_ctx_len_, sampled_block_table_;  // I32, as PagedAttentionBatch (cu_q fixed)
   Tensor logits_;                              // [logits_rows, V]
   Tensor argmax_ids_;                          // [logits_rows] I32
   Tensor answer_logprobs_;                     // [logits_rows * max_answer_ids] F32

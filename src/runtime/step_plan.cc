@@ -86,7 +86,6 @@ StepPlan plan_step(const std::vector<SeqChunk>& chunks, const StepLimits& limits
       plan.sample_rows.push_back(first_row + n - 1);
       plan.sample_chunks.push_back(int(i));
       plan.answer_width = std::max(plan.answer_width, int(c.answer_ids.size()));
-      plan.sampled_cu_q.push_back(int32_t(plan.sampled_ctx_len.size()));
       plan.sampled_ctx_len.push_back(c.start_pos + n);
       plan.sampled_max_ctx_len = std::max(plan.sampled_max_ctx_len, c.start_pos + n);
       plan.sampled_block_table.insert(plan.sampled_block_table.end(),
@@ -94,7 +93,6 @@ StepPlan plan_step(const std::vector<SeqChunk>& chunks, const StepLimits& limits
                                       plan.block_table.begin() + int64_t(i + 1) * plan.table_width);
     }
   }
-  plan.sampled_cu_q.push_back(int32_t(plan.sampled_ctx_len.size()));
   // Padding ids (0) give log-probs that are never read.
   plan.answer_ids.assign(plan.sample_rows.size() * size_t(plan.answer_width), 0);
   for (size_t k = 0; k < plan.sample_chunks.size(); ++k) {

@@ -45,8 +45,8 @@ struct StepPlan {
   int answer_width = 0;               // the most answer ids of any sampled chunk
   std::vector<VisionSegment> vision;  // image rows to place after the token embedding
   // The sampled rows' own attention batch: one query row per sampled chunk (its last token) over the chunk's whole
-  // context. The last decoder layer runs on it alone, since no other row's output is read after that layer.
-  std::vector<int32_t> sampled_cu_q;         // [samples + 1]: 0, 1, ..., samples
+  // context (its cu_q is 0, 1, ..., samples, fixed on the device). The last decoder layer runs on it alone, since
+  // no other row's output is read after that layer.
   std::vector<int32_t> sampled_ctx_len;      // [samples]
   std::vector<int32_t> sampled_block_table;  // [samples, table_width]
   int sampled_max_ctx_len = 0;

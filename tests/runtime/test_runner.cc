@@ -95,14 +95,12 @@ TEST_F(StepPlanTest, SampledRowsGetTheirOwnAttentionBatch) {
   c.sample = true;
   const StepPlan plan = plan_step({a, b, c}, limits, pool);
   EXPECT_EQ(plan.sample_rows, (std::vector<int32_t>{2, 7}));
-  EXPECT_EQ(plan.sampled_cu_q, (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(plan.sampled_ctx_len, (std::vector<int32_t>{8, 9}));
   EXPECT_EQ(plan.sampled_max_ctx_len, 9);
   EXPECT_EQ(plan.table_width, 3);
   EXPECT_EQ(plan.sampled_block_table, (std::vector<int32_t>{7, 3, 0, 4, 6, 1}));
   // No sampled chunk: an empty batch (0 sequences).
   const StepPlan none = plan_step({b}, limits, pool);
-  EXPECT_EQ(none.sampled_cu_q, (std::vector<int32_t>{0}));
   EXPECT_TRUE(none.sampled_ctx_len.empty() && none.sampled_block_table.empty());
 }
 
