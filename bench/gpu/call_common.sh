@@ -149,3 +149,30 @@ call_vit_fp8_fidelity() {  # call_vit_fp8_fidelity BIN [REQUESTS]
   tail -n 5 "$R/vit_fp8_fidelity.txt"
   save
 }
+
+# Several questions per photo (`fovea bench --questions K`: an image's K questions submitted together, one new token
+# each, prefix cache on) with fovea-base and the new binary alternating, on binary_ab.sh's model and images (run
+# call_ab first). RUNS: K:PHOTOS pairs; each line prints QPM per question and the prompt tokens computed / needed.
+call_questions_ab() {  # call_questions_ab REPS "4:48 16:16"
+  local rep run v bin k n model=/tmp/fovea_ab/models/InternVL2-8B images=/tmp/fovea_ab/images
+  [ -d "$model" ] && [ -d "$images" ] || { echo "questions ab skipped (no model: run call_ab first)"; return 0; }
+  mkdir -p "$R/questions"
+  for rep in $(seq 1 "$1"); do
+    for run in $2; do
+      k=${run%%:*} n=${run##*:}
+      for v in base new; do
+        bin=$B/fovea-base
+        if [ "$v" = new ]; then [ -n "$NEW" ] || continue; bin=$NEW; fi
+        [ "$(left)" -gt 45 ] || { echo "questions ab stopped ($(left) s left)"; save; return 0; }
+        local tag=k$k-$v-$rep
+        timeout -k 5 60 "$bin" bench --model "$model" --images "$images" --backend cuda --load-format dummy \
+          --count "$n" --questions "$k" --max-tokens 1 --warmup 2 --gemm-seconds 0 \
+          --json "$R/questions/$tag.json" > "$R/questions/$tag.txt" 2>&1
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); q=d.get('questions',{}); \
+print(sys.argv[2], round(d['qpm'],1), 'QPM per question, prompt tokens computed', q.get('prompt_tokens_computed'), \
+'of', q.get('prompt_tokens_needed'))" "$R/questions/$tag.json" "$tag" 2>/dev/null || echo "$tag failed"
+      done
+    done
+  done
+  save
+}

@@ -128,8 +128,30 @@ void llm_prefill(Perf& p) {
   p.report_bytes("llm rope [64 tok, 32+8 heads D128]",
                  p.time_ms([&] { p.b().rope(decode_qkv, decode_positions, 32, 8, 128, 1e6f); }),
                  2.0 * decode_tokens * 5120 * 2);
+  // A layer's fused rope + KV write at a prefill step: q and k rotated in place, K and V copied to slots scattered
+  // over a cache (bytes: q + k read and written, v read, k and v written).
+  const int64_t cache_rows = m + 4096;
+  std::vector<int32_t> slot_values(static_cast<size_t>(cache_rows));
+  for (int64_t i = 0; i < cache_rows; ++i) slot_values[size_t(i)] = int32_t(i);
+  std::shuffle(slot_values.begin(), slot_values.end(), std::mt19937(3));
+  slot_values.resize(size_t(m));
+  Tensor slots_host = Tensor::host(DType::I32, {m});
+  std::copy(slot_values.begin(), slot_values.end(), slots_host.ptr<int32_t>());
+  Tensor slots = p.b().alloc(DType::I32, {m});
+  p.b().upload(slots, slots_host);
+  KvCacheLayer cache{p.random(DType::BF16, {cache_rows / 16, 16, 8, 128}),
+                     p.random(DType::BF16, {cache_rows / 16, 16, 8, 128})};
+  p.report_bytes("llm rope_kv_write [8192 tok, 32+8+8 heads D128]",
+                 p.time_ms([&] { p.b().rope_kv_write(qkv, positions, slots, 32, 8, 128, 1e6f, cache); }),
+                 2.0 * m * (2 * 5120 + 1024 + 2 * 1024));
   Tensor gate_up = p.random(DType::BF16, {m, 2 * 14336}), h = p.b().alloc(DType::BF16, {m, 14336});
   p.report_bytes("llm silu_mul [8192,14336]", p.time_ms([&] { p.b().silu_mul(gate_up, h); }), 3.0 * m * 14336 * 2);
+  Fp8Rows h8{p.b().alloc(DType::F8E4M3, {m, 14336}), p.b().alloc(DType::F32, {m})};
+  p.report_bytes("llm silu_mul_fp8 [8192,14336]", p.time_ms([&] { p.b().silu_mul_fp8(gate_up, h8); }),
+                 m * 14336 * (2.0 * 2 + 1));
+  Fp8Rows normed8{p.b().alloc(DType::F8E4M3, {m, 4096}), p.b().alloc(DType::F32, {m})};
+  p.report_bytes("llm add_rms_norm_fp8 [8192,4096]",
+                 p.time_ms([&] { p.b().add_rms_norm_fp8(res, x, gamma, 1e-5f, normed8); }), m * 4096 * (3.0 * 2 + 1));
 }
 
 // The decoder's GEMMs at a 64-sequence decode step (M = 64): memory-bound, so reported as weight bytes read per

@@ -248,6 +248,47 @@ TEST_F(OpsTest, FusedRopeKvWrite) {
   }
 }
 
+// The fused rope + KV write moves 16-byte vectors (8 pairs a thread) when head_dim and the buffers allow and one
+// pair at a time otherwise: both widths must leave qkv and the caches bit for bit alike. A qkv that starts one
+// element past an aligned address takes the one-pair kernel.
+TEST_F(OpsTest, RopeKvWriteVectorAndScalarKernelsAgreeBitwise) {
+  struct Case {
+    int tokens, heads, kv_heads, head_dim;
+  };
+  for (Case c : {Case{64, 32, 8, 128}, Case{600, 28, 4, 128}, Case{9, 5, 1, 64}, Case{3000, 32, 8, 128}}) {
+    const int width = (c.heads + 2 * c.kv_heads) * c.head_dim;
+    const std::string tag = " T=" + std::to_string(c.tokens) + " D=" + std::to_string(c.head_dim);
+    const Tensor qkv_host = random_host({c.tokens, width});
+    const Tensor pos = twin(int_host(random_ints(c.tokens, 0, 40000)), 'i').gpu;
+    CacheTwin vector_cache = scattered_cache(c.tokens, c.kv_heads, c.head_dim);
+    Tensor scalar_k = twin(vector_cache.k.host, 'a').gpu, scalar_v = twin(vector_cache.v.host, 'a').gpu;
+    KvCacheLayer scalar_cache{scalar_k, scalar_v};
+    Tensor vector_qkv = twin(qkv_host, 'a').gpu;
+    Tensor padded = gpu_->alloc(gpu_->compute_dtype(), {qkv_host.numel() + 1});
+    Tensor scalar_qkv = padded.rows(1, qkv_host.numel() + 1);
+    gpu_->upload(scalar_qkv, qkv_host.view({qkv_host.numel()}));
+    scalar_qkv = scalar_qkv.view({c.tokens, width});
+    gpu_->rope_kv_write(vector_qkv, pos, vector_cache.slots.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f,
+                        vector_cache.gpu);
+    gpu_->rope_kv_write(scalar_qkv, pos, vector_cache.slots.gpu, c.heads, c.kv_heads, c.head_dim, 1e6f, scalar_cache);
+    const std::pair<const Tensor*, const Tensor*> pairs[] = {
+        {&vector_qkv, &scalar_qkv}, {&vector_cache.gpu.k, &scalar_cache.k}, {&vector_cache.gpu.v, &scalar_cache.v}};
+    for (const auto& [a_dev, b_dev] : pairs) {
+      const Tensor a = gpu_->download(*a_dev), b = gpu_->download(*b_dev);
+      ASSERT_EQ(a.numel(), b.numel());
+      int64_t differ = 0;
+      for (int64_t i = 0; i < a.numel(); ++i) differ += a.ptr<float>()[i] != b.ptr<float>()[i];
+      EXPECT_EQ(differ, 0) << "rope_kv_write" << tag << " (seed " << seed_ << ")";
+    }
+    // The inputs were rotated at all (a kernel that wrote nothing would agree with itself).
+    const Tensor rotated = gpu_->download(vector_qkv);
+    int64_t moved = 0;
+    for (int64_t i = 0; i < int64_t(c.tokens) * (c.heads + c.kv_heads) * c.head_dim; ++i)
+      moved += rotated.ptr<float>()[i] != qkv_host.ptr<float>()[i];
+    EXPECT_GT(moved, 0) << tag;
+  }
+}
+
 // ---- CPU-only layout checks (run everywhere) ----
 
 // out = softmax(q·K^T / sqrt(D)) V over keys 0..limit, in double.

@@ -13,12 +13,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// One thread per (token, rotated pair (x[i], x[i + D/2])): the angle's sine and cosine are computed once and
-// applied to that pair of every rotated head (q and k) in the block's head range, so the transcendental work is
-// a fraction of one thread per element, and a warp's loads of a head are contiguous. inv_freq and the angle are
-// computed in float32 the way the Hugging Face reference computes them. kRopeTokensPerBlock tokens share a
-// block; blockIdx.y picks the range of heads_per_chunk rotated heads (see rope_heads_per_chunk for why).
-constexpr int kRopeTokensPerBlock = 4;
+// One thread per (token, kPairs rotated pairs (x[i], x[i + D/2]), i = kPairs * threadIdx.x ...): the angles' sines
+// and cosines are computed once and applied to those pairs of every rotated head (q and k) in the block's head
+// range, so the transcendental work is a fraction of one thread per element. kPairs = 8 moves 16-byte vectors (a
+// warp reads a head's halves as 128-byte runs: with one 2-byte pair per thread the fused rope + KV write of an
+// 8,192-token prefill ran at under half the copy bandwidth); kPairs = 1 serves any head_dim and alignment. Each
+// element's arithmetic is the same for either width. inv_freq and the angle are computed in float32 the way the
+// Hugging Face reference computes them. blockDim.y tokens share a block; blockIdx.y picks the range of
+// heads_per_chunk rotated heads (see rope_heads_per_chunk for why).
+constexpr int kRopeThreads = 256, kHeadsInFlight = 4;
 // With kWriteCache (the fused rope + kv_write of a decoder layer) the block's head range covers the v heads too:
 // rotated k heads are also stored to k_cache[slots[t]], v heads copied to v_cache[slots[t]] (negative slots are
 // padding and skipped; slots past the cache set *error_flag), exactly what launch_kv_write would write after
@@ -31,19 +34,43 @@ struct RopeCacheWrite {
   int* error_flag = nullptr;
   int heads = 0, kv_heads = 0;
 };
-template <bool kWriteCache>
+
+template <int N>
+__device__ __forceinline__ void load_raw(const bf16* src, bf16* v) {
+  if constexpr (N == 8) {
+    *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(src);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = src[i];
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void store_raw(bf16* dst, const bf16* v) {
+  if constexpr (N == 8) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(v);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) dst[i] = v[i];
+  }
+}
+
+template <bool kWriteCache, int kPairs>
 __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
                             int heads_per_chunk, int head_dim, float theta, RopeCacheWrite cache) {
   wait_for_upstream();
   release_downstream();
   const int half = head_dim / 2;
-  const int pair = threadIdx.x;
-  const int t = blockIdx.x * kRopeTokensPerBlock + threadIdx.y;
-  if (t >= tokens || pair >= half) return;
-  const float inv_freq = 1.f / powf(theta, float(2 * pair) / float(head_dim));
-  const float angle = float(positions[t]) * inv_freq;
-  float s, c;
-  sincosf(angle, &s, &c);
+  const int pair0 = threadIdx.x * kPairs;
+  const int t = blockIdx.x * blockDim.y + threadIdx.y;
+  if (t >= tokens || pair0 >= half) return;
+  float s[kPairs], c[kPairs];
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {
+    const float inv_freq = 1.f / powf(theta, float(2 * (pair0 + i)) / float(head_dim));
+    const float angle = __fmul_rn(float(positions[t]), inv_freq);
+    sincosf(angle, &s[i], &c[i]);
+  }
   bf16* row = qkv + int64_t(t) * total_heads * head_dim;
   int slot = -1;
   if constexpr (kWriteCache) {
@@ -55,36 +82,56 @@ __global__ void rope_kernel(bf16* qkv, const int* positions, int tokens, int rot
   }
   const int last_head = kWriteCache ? total_heads : rotated_heads;
   const int first = blockIdx.y * heads_per_chunk, last = min(last_head, first + heads_per_chunk);
-  for (int head = first; head < last; ++head) {
-    bf16* x = row + head * head_dim;
-    bf16 lo = x[pair], hi = x[pair + half];
-    if (head < rotated_heads) {
-      const float a = __bfloat162float(lo), b = __bfloat162float(hi);
-      lo = __float2bfloat16(a * c - b * s);
-      hi = __float2bfloat16(b * c + a * s);
-      x[pair] = lo;
-      x[pair + half] = hi;
+  // kHeadsInFlight heads' loads are issued before any of their stores (the stores to qkv could alias later loads
+  // as far as the compiler knows, so it would not hoist them itself).
+  for (int h0 = first; h0 < last; h0 += kHeadsInFlight) {
+    alignas(16) bf16 lo[kHeadsInFlight][kPairs], hi[kHeadsInFlight][kPairs];
+#pragma unroll
+    for (int u = 0; u < kHeadsInFlight; ++u) {
+      if (h0 + u >= last) break;
+      const bf16* x = row + (h0 + u) * head_dim + pair0;
+      load_raw<kPairs>(x, lo[u]);
+      load_raw<kPairs>(x + half, hi[u]);
     }
-    if constexpr (kWriteCache) {
-      if (slot >= 0 && head >= cache.heads) {
-        const bool is_v = head >= cache.heads + cache.kv_heads;
-        const int kv_head = head - cache.heads - (is_v ? cache.kv_heads : 0);
-        bf16* dst = (is_v ? cache.v_cache : cache.k_cache) + (int64_t(slot) * cache.kv_heads + kv_head) * head_dim;
-        dst[pair] = lo;
-        dst[pair + half] = hi;
+#pragma unroll
+    for (int u = 0; u < kHeadsInFlight; ++u) {
+      const int head = h0 + u;
+      if (head >= last) break;
+      if (head < rotated_heads) {
+#pragma unroll
+        for (int i = 0; i < kPairs; ++i) {
+          const float a = __bfloat162float(lo[u][i]), b = __bfloat162float(hi[u][i]);
+          // Spelled out so that every width rounds alike (b * s and b * c rounded, each then fused with the
+          // other product), as the compiler had contracted the plain expressions for the one-pair kernel.
+          lo[u][i] = __float2bfloat16(__fmaf_rn(a, c[i], -__fmul_rn(b, s[i])));
+          hi[u][i] = __float2bfloat16(__fmaf_rn(a, s[i], __fmul_rn(b, c[i])));
+        }
+        bf16* x = row + head * head_dim + pair0;
+        store_raw<kPairs>(x, lo[u]);
+        store_raw<kPairs>(x + half, hi[u]);
+      }
+      if constexpr (kWriteCache) {
+        if (slot >= 0 && head >= cache.heads) {
+          const bool is_v = head >= cache.heads + cache.kv_heads;
+          const int kv_head = head - cache.heads - (is_v ? cache.kv_heads : 0);
+          bf16* dst = (is_v ? cache.v_cache : cache.k_cache) +
+                      (int64_t(slot) * cache.kv_heads + kv_head) * head_dim + pair0;
+          store_raw<kPairs>(dst, lo[u]);
+          store_raw<kPairs>(dst + half, hi[u]);
+        }
       }
     }
   }
 }
 
-// A decode step has few tokens (64 tokens are 16 blocks on a 132-SM H200), so one chunk would leave most SMs
-// idle while each thread walks every rotated head (40 for InternLM2). With fewer than kRopeBlocksPerSm token
-// blocks per SM the rotated heads are split into equal chunks over blockIdx.y, about as many as bring the grid
-// to that size (rounding to equal chunks gives a little less, e.g. 64 tokens x 40 heads: 20 chunks of 2, 320
-// blocks). Each chunk recomputes the same inv_freq, sine and cosine, so every element's arithmetic, and output,
-// is the same for any chunk count. Once the tokens alone fill the GPU (kRopeBlocksPerSm token blocks per SM:
-// 2,112 tokens on an H200) there is one chunk, the unsplit kernel's launch, and the transcendentals are computed
-// once per (token, pair).
+// A decode step has few tokens (64 tokens of head_dim 128 are 2 blocks of 32 tokens), so one chunk would leave
+// most SMs idle while each thread walks every head (48 for InternLM2 with the cache write). With fewer than
+// kRopeBlocksPerSm token blocks per SM the heads are split into equal chunks over blockIdx.y, about as many as
+// bring the grid to that size (rounding to equal chunks gives a little less). Each chunk recomputes the same
+// inv_freq, sine and cosine, so every element's arithmetic, and output, is the same for any chunk count; the
+// recomputation is kPairs transcendentals per thread against its walk over the chunk's heads. Once the tokens
+// alone fill the GPU (kRopeBlocksPerSm token blocks per SM: 16,896 tokens of head_dim 128 on a 132-SM H100 or
+// H200) there is one chunk, and the transcendentals are computed once per (token, pair).
 constexpr int kRopeBlocksPerSm = 4;
 int rope_heads_per_chunk(int token_blocks, int rotated_heads) {
   static const int target_blocks = kRopeBlocksPerSm * current_sm_count();
@@ -201,18 +248,34 @@ __global__ void log_softmax_gather_kernel(const T* logits, int vocab, const int*
 
 namespace {
 
+template <bool kWriteCache, int kPairs>
+void launch_rope_kernel(bf16* qkv, const int* positions, int tokens, int rotated_heads, int total_heads,
+                        int covered_heads, int head_dim, float theta, const RopeCacheWrite& cache,
+                        cudaStream_t stream) {
+  const int lanes = head_dim / 2 / kPairs;
+  const dim3 block(lanes, std::max(1, kRopeThreads / lanes));
+  const int token_blocks = int((int64_t(tokens) + block.y - 1) / block.y);
+  const int heads_per_chunk = rope_heads_per_chunk(token_blocks, covered_heads);
+  const dim3 grid(token_blocks, (covered_heads + heads_per_chunk - 1) / heads_per_chunk);
+  launch_dependent(rope_kernel<kWriteCache, kPairs>, grid, block, 0, stream, qkv, positions, tokens, rotated_heads,
+                   total_heads, heads_per_chunk, head_dim, theta, cache);
+}
+
 template <bool kWriteCache>
 void launch_rope_heads(bf16* qkv, const int* positions, int tokens, int heads, int kv_heads, int head_dim,
                        float theta, const RopeCacheWrite& cache, cudaStream_t stream) {
   const int rotated_heads = heads + kv_heads, total_heads = heads + 2 * kv_heads;
   const int covered_heads = kWriteCache ? total_heads : rotated_heads;
   if (tokens == 0 || head_dim < 2 || covered_heads == 0) return;
-  const dim3 block(head_dim / 2, kRopeTokensPerBlock);
-  const int token_blocks = (tokens + kRopeTokensPerBlock - 1) / kRopeTokensPerBlock;
-  const int heads_per_chunk = rope_heads_per_chunk(token_blocks, covered_heads);
-  const dim3 grid(token_blocks, (covered_heads + heads_per_chunk - 1) / heads_per_chunk);
-  launch_dependent(rope_kernel<kWriteCache>, grid, block, 0, stream, qkv, positions, tokens, rotated_heads,
-                   total_heads, heads_per_chunk, head_dim, theta, cache);
+  // 16-byte vectors: each half-head run starts at a multiple of head_dim / 2 elements from an aligned base.
+  const bool vector = head_dim % 16 == 0 && aligned16(qkv) &&
+                      (!kWriteCache || (aligned16(cache.k_cache) && aligned16(cache.v_cache)));
+  if (vector)
+    launch_rope_kernel<kWriteCache, 8>(qkv, positions, tokens, rotated_heads, total_heads, covered_heads, head_dim,
+                                       theta, cache, stream);
+  else
+    launch_rope_kernel<kWriteCache, 1>(qkv, positions, tokens, rotated_heads, total_heads, covered_heads, head_dim,
+                                       theta, cache, stream);
 }
 
 }  // namespace
