@@ -283,7 +283,7 @@ TEST_F(OpsTest, RopeKvWriteVectorAndScalarKernelsAgreeBitwise) {
     // The inputs were rotated at all (a kernel that wrote nothing would agree with itself).
     const Tensor rotated = gpu_->download(vector_qkv);
     int64_t moved = 0;
-    for (int64_t i = 0; i < int64_t(c.tokens) * (c.heads + c.kv_heads) * c.head_dim; ++i)
+    for (int64_t i = 0; i < rotated.numel(); ++i)
       moved += rotated.ptr<float>()[i] != qkv_host.ptr<float>()[i];
     EXPECT_GT(moved, 0) << tag;
   }
