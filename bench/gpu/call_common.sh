@@ -151,11 +151,16 @@ call_vit_fp8_fidelity() {  # call_vit_fp8_fidelity BIN [REQUESTS]
 }
 
 # Several questions per photo (`fovea bench --questions K`: an image's K questions submitted together, one new token
-# each, prefix cache on) with fovea-base and the new binary alternating, on binary_ab.sh's model and images (run
-# call_ab first). RUNS: K:PHOTOS pairs; each line prints QPM per question and the prompt tokens computed / needed.
+# each, prefix cache on) with fovea-base and the new binary alternating, on binary_ab.sh's model and images (made
+# here when no call_ab ran before). RUNS: K:PHOTOS pairs; each line prints QPM per question and the prompt tokens
+# computed / needed.
 call_questions_ab() {  # call_questions_ab REPS "4:48 16:16"
   local rep run v bin k n model=/tmp/fovea_ab/models/InternVL2-8B images=/tmp/fovea_ab/images
-  [ -d "$model" ] && [ -d "$images" ] || { echo "questions ab skipped (no model: run call_ab first)"; return 0; }
+  if [ ! -d "$model" ] || [ ! -d "$images" ]; then  # as binary_ab.sh makes them
+    python3 bench/gpu/workload.py --photos .carry/photos --out /tmp/fovea_ab --requests 200 > "$R/questions_setup.log" 2>&1
+    python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
+f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" "$model" .carry/tokenizers >> "$R/questions_setup.log" 2>&1
+  fi
   mkdir -p "$R/questions"
   for rep in $(seq 1 "$1"); do
     for run in $2; do
