@@ -162,7 +162,9 @@ TEST(MemoryPlan, EqualsWhatTheRunnerAllocates) {
     EXPECT_EQ(p.workspace, m.workspace);
     EXPECT_EQ(p.reserve, 0u);
     EXPECT_EQ(p.rounding, 0u);
-    if (c.keep_w4) EXPECT_GT(m.w4_linears, 0);
+    if (c.keep_w4) {
+      EXPECT_GT(m.w4_linears, 0);
+    }
   }
 }
 

@@ -160,7 +160,9 @@ TEST_F(StreamingLoad, HostMemoryStaysWithinTheBound) {
     // Meaningful: the checkpoint is many bounds large, and keeping what the loader makes would exceed the bound.
     EXPECT_GT(checkpoint_bytes(dir), 5 * m.bound);
     EXPECT_GT(m.held_all, m.bound);
-    if (c.keep_w4) EXPECT_EQ(m.memory.w4_linears, 4 * kLayers);
+    if (c.keep_w4) {
+      EXPECT_EQ(m.memory.w4_linears, 4 * kLayers);
+    }
   }
 }
 
