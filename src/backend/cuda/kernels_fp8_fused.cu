@@ -15,7 +15,7 @@
 namespace fovea::cuda {
 namespace {
 
-constexpr int kSiluThreads = 256, kSiluLoadsInFlight = 4;
+constexpr int kSiluThreads = 256;
 
 // With residual != null: residual += scale ⊙ x (scale null: 1; rounded to bf16, as stored), then the new residual
 // is normalised; otherwise x is. LayerNorm (kLayer, beta) or RMSNorm. codes [rows, cols], scales [rows].
@@ -54,20 +54,6 @@ __global__ void norm_fp8_kernel(bf16* residual, const bf16* x, const bf16* scale
   }
 }
 
-// W bf16 values as loaded (one 16-byte load when W = 8: the pointer is then 16-byte aligned).
-template <int W>
-struct alignas(W == 8 ? 16 : 2) BfChunk {
-  bf16 v[W];
-  __device__ __forceinline__ void load(const bf16* p) {
-    if constexpr (W == 8) {
-      *reinterpret_cast<uint4*>(v) = *reinterpret_cast<const uint4*>(p);
-    } else {
-#pragma unroll
-      for (int i = 0; i < W; ++i) v[i] = p[i];
-    }
-  }
-};
-
 // gate_up [rows, 2F] -> codes [rows, F], scales [rows] of bf16(silu(gate) * up). The row's bf16 values wait in
 // shared memory (F * 2 bytes, dynamic) between the max and the codes: a row is 2F * 2 bytes of input, and with
 // ~1,000 rows in flight (24 KB each at F = 12,288) recomputing them from gate_up missed L2 and read HBM twice (332
@@ -80,34 +66,18 @@ __global__ void silu_mul_fp8_kernel(const bf16* gate_up, uint8_t* codes, float* 
   wait_for_upstream();
   release_downstream();
   const bf16* in = gate_up + int64_t(blockIdx.x) * 2 * half_cols;
+  float g[W], u[W];
   float absmax = 0.f;
-  // kSiluLoadsInFlight chunks' loads are issued before any of their math (a loop of one chunk at a time kept two
-  // 16-byte loads in flight per thread), held as raw bf16 until then to keep the registers (and so the blocks per
-  // SM) that the stash leaves room for.
-  const int stride = blockDim.x * W;
-  for (int c0 = threadIdx.x * W; c0 < half_cols; c0 += kSiluLoadsInFlight * stride) {
-    BfChunk<W> g_raw[kSiluLoadsInFlight], u_raw[kSiluLoadsInFlight];
+  for (int c = threadIdx.x * W; c < half_cols; c += blockDim.x * W) {
+    load_bf16<W>(in + c, g);
+    load_bf16<W>(in + half_cols + c, u);
 #pragma unroll
-    for (int k = 0; k < kSiluLoadsInFlight; ++k) {
-      const int c = c0 + k * stride;
-      if (c >= half_cols) break;
-      g_raw[k].load(in + c);
-      u_raw[k].load(in + half_cols + c);
+    for (int i = 0; i < W; ++i) {
+      g[i] = through_bf16(silu_times(g[i], u[i]));
+      absmax = fmaxf(absmax, fabsf(g[i]));
     }
-#pragma unroll
-    for (int k = 0; k < kSiluLoadsInFlight; ++k) {
-      const int c = c0 + k * stride;
-      if (c >= half_cols) break;
-      float v[W];
-#pragma unroll
-      for (int i = 0; i < W; ++i) {
-        v[i] = through_bf16(silu_times(__bfloat162float(g_raw[k].v[i]), __bfloat162float(u_raw[k].v[i])));
-        absmax = fmaxf(absmax, fabsf(v[i]));
-      }
-      store_bf16<W>(values + c, v);
-    }
+    store_bf16<W>(values + c, g);
   }
-  float g[W];
   // Each thread reads back only the chunks it stored, so the barrier inside block_max is all the ordering needed.
   const float scale = fp8_scale_of(block_max(absmax, scratch));
   if (threadIdx.x == 0) scales[blockIdx.x] = scale;
