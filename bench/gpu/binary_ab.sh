@@ -22,9 +22,8 @@ save() { tar czf "$OUT/binary_ab.tgz" -C "$R" . ; }
 nvidia-smi --query-gpu=name,memory.total,driver_version,power.limit --format=csv,noheader | tee "$R/gpu.txt"
 python3 bench/gpu/workload.py --photos "${PHOTOS:-.carry/photos}" --out "$W" --requests 200 > "$R/workload.log" 2>&1
 for model in $(printf '%s\n' "${runs[@]}" | cut -d: -f1 | sort -u); do
-  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
-f.write_model_dir(sys.argv[1], sys.argv[2], sys.argv[3])" "$model" "$W/models/$model" \
-    "${TOKENIZERS:-.carry/tokenizers}" >> "$R/workload.log" 2>&1
+  python3 bench/gpu/family_models.py --row "$model" --out "$W/models/$model" \
+    --tokenizers "${TOKENIZERS:-.carry/tokenizers}" >> "$R/workload.log" 2>&1
 done
 ab() {  # ab MODEL QUANT REP TAG BIN
   local tag=$1-$2-$4-$3 extra=()

@@ -103,8 +103,8 @@ call_family() {  # call_family KEYS
 # for each VARIANT:QUANT (binary $B/fovea-VARIANT, --quantization QUANT), REPS rounds alternating them.
 call_vit_ab() {  # call_vit_ab REPS "base:none new:none ..."
   local rep run v q
-  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
-f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" /tmp/fovea_vit/model .carry/tokenizers > /dev/null
+  python3 bench/gpu/family_models.py --row InternVL2-8B --out /tmp/fovea_vit/model --tokenizers .carry/tokenizers \
+    > /dev/null
   for rep in $(seq 1 "$1"); do
     for run in $2; do
       v=${run%%:*} q=${run##*:}
@@ -124,8 +124,8 @@ f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" /tmp/fovea_vit/mode
 call_vit_alone() {  # call_vit_alone BIN QUANTS
   local bin=$1 q
   [ "$(left)" -gt 90 ] || { echo "vit alone skipped ($(left) s left)"; return 0; }
-  python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
-f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" /tmp/fovea_vit/model .carry/tokenizers > /dev/null
+  python3 bench/gpu/family_models.py --row InternVL2-8B --out /tmp/fovea_vit/model --tokenizers .carry/tokenizers \
+    > /dev/null
   timeout -k 5 $(( $(left) - 60 )) python3 bench/gpu/vit_alone.py --fovea "$bin" --model-dir /tmp/fovea_vit/model \
     --images .carry/photos --tiles 32 --reps 3 --hold 6 --rounds 2 --quantizations "$2" \
     --out "$R/vit_alone.json" > "$R/vit_alone.log" 2>&1
@@ -158,8 +158,8 @@ call_questions_ab() {  # call_questions_ab REPS "4:48 16:16"
   local rep run v bin k n model=/tmp/fovea_ab/models/InternVL2-8B images=/tmp/fovea_ab/images
   if [ ! -d "$model" ] || [ ! -d "$images" ]; then  # as binary_ab.sh makes them
     python3 bench/gpu/workload.py --photos .carry/photos --out /tmp/fovea_ab --requests 200 > "$R/questions_setup.log" 2>&1
-    python3 -c "import sys; sys.path.insert(0, 'bench/gpu'); import family_models as f; \
-f.write_model_dir('InternVL2-8B', sys.argv[1], sys.argv[2])" "$model" .carry/tokenizers >> "$R/questions_setup.log" 2>&1
+    python3 bench/gpu/family_models.py --row InternVL2-8B --out "$model" --tokenizers .carry/tokenizers \
+      >> "$R/questions_setup.log" 2>&1
   fi
   mkdir -p "$R/questions"
   for rep in $(seq 1 "$1"); do
