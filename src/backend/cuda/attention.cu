@@ -109,16 +109,7 @@ using Wgmma22 = WgmmaConfig<kPad, 3, 64, 2>;
 template <int kPad>
 using Pipe44 = WgmmaPipeConfig<kPad, 1, 64, 3, 2>;
 template <int kPad>
-using Pipe47 = WgmmaPipeConfig<kPad, 2, 128, 3, 1, 232, true>;
-template <int kPad>
-using PipeVit3 = WgmmaPipeConfig<kPad, 3, 128, 2, 1, 152, true>;
-template <int kPad>
-using PipeVit3s = WgmmaPipeConfig<kPad, 3, 64, 3, 1, 152, true>;
-template <int kPad>
-using PipeVit2 = WgmmaPipeConfig<kPad, 2, 128, 3, 1, 232, true>;
-#ifndef FOVEA_VIT_PIPE
-#define FOVEA_VIT_PIPE Pipe44
-#endif
+using Pipe47 = WgmmaPipeConfig<kPad, 2, 128, 3, 1, 232>;
 
 // Two 104 KiB blocks per multiprocessor (kQInSmem) only fit with the largest shared-memory carveout.
 template <class C>
@@ -232,7 +223,7 @@ bool uses_wgmma(const AttentionProblem& p, int max_q_len) {
 // Head dims up to 64 (the ViT's): Pipe44, else Wgmma21; up to 128 (the decoder's): Pipe47, else Wgmma22.
 void launch_wgmma(const AttentionProblem& p, int num_seqs, int max_q_len, cudaStream_t stream) {
   if (p.head_dim <= 64)
-    return tma_fits(p, FOVEA_VIT_PIPE<64>::kKeys) ? launch_wgmma_config<FOVEA_VIT_PIPE<64>>(p, num_seqs, max_q_len, stream)
+    return tma_fits(p, 64) ? launch_wgmma_config<Pipe44<64>>(p, num_seqs, max_q_len, stream)
                            : launch_wgmma_config<Wgmma21<64>>(p, num_seqs, max_q_len, stream);
   return tma_fits(p, 128) ? launch_wgmma_config<Pipe47<128>>(p, num_seqs, max_q_len, stream)
                           : launch_wgmma_config<Wgmma22<128>>(p, num_seqs, max_q_len, stream);
@@ -349,7 +340,7 @@ void prepare_attention_kernels() {
   prepare_split_decode_kernels();
   g_wgmma_built = built_for_sm90a();
   if (g_wgmma_built) {
-    set_wgmma_limit<FOVEA_VIT_PIPE<64>>();
+    set_wgmma_limit<Pipe44<64>>();
     set_wgmma_limit<Wgmma21<64>>();
     set_wgmma_limit<Pipe47<128>>();
     set_wgmma_limit<Wgmma22<128>>();

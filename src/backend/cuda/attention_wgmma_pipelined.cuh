@@ -20,9 +20,7 @@ namespace fovea::cuda {
 // (setmaxnreg: the producer drops to 40 per thread, the consumers rise to kConsumerRegisters), so 128-key tiles at
 // head dim 128 (S, P and O all in registers) fit without spilling. 0: a single producer warp, registers as the
 // launch bounds give them.
-// kTakeTurns: the consumer warpgroups issue their MMAs in turn (FlashAttention-3's ping-pong; see the kernel).
-template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, int kMinBlocksPerSm, int kConsumerRegisters = 0,
-          bool kTakeTurns = false>
+template <int kPadDim, int kNumGroups, int kKeyTile, int kNumStages, int kMinBlocksPerSm, int kConsumerRegisters = 0>
 struct WgmmaPipeConfig : WgmmaTiles<kPadDim, kNumGroups, kKeyTile, kNumStages> {
   static constexpr int kMinBlocks = kMinBlocksPerSm;
   static constexpr bool kTma = true;  // K/V always by TMA
@@ -30,8 +28,6 @@ struct WgmmaPipeConfig : WgmmaTiles<kPadDim, kNumGroups, kKeyTile, kNumStages> {
   static constexpr int kConsumerThreads = 128 * kNumGroups;
   static constexpr int kConsumerRegs = kConsumerRegisters;
   static constexpr int kProducerRegs = 40;
-  static constexpr bool kTurns = kTakeTurns;
-  static_assert(!kTakeTurns || kNumGroups >= 2, "turns need two consumer warpgroups or more");
   static_assert(kConsumerRegisters == 0 ||
                     kMinBlocksPerSm * (kProducerRegs * 128 + kConsumerRegisters * kConsumerThreads) <= 65536,
                 "the register file holds the producer's and the consumers' registers");
@@ -68,14 +64,6 @@ __device__ __forceinline__ void lower_registers() {
 // Barrier among the consumer warps only (the producer warp keeps streaming).
 __device__ __forceinline__ void consumer_sync(int threads) {
   asm volatile("bar.sync 1, %0;\n" ::"r"(threads) : "memory");
-}
-// Named barriers 2, 3, ...: warpgroup g waits on 2 + g for its turn and passes it on by arriving at the next's.
-constexpr int kFirstTurnBarrier = 2;
-__device__ __forceinline__ void turn_wait(int group) {
-  asm volatile("bar.sync %0, 256;\n" ::"r"(kFirstTurnBarrier + group) : "memory");
-}
-__device__ __forceinline__ void turn_pass(int group) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(kFirstTurnBarrier + group) : "memory");
 }
 
 }  // namespace wgmma_detail
@@ -162,31 +150,6 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
     if (lane == 0) barrier_arrive(empty_bar(tile));
   };
 
-  // Turns (C::kTurns, FlashAttention-3's warpgroup ping-pong): the warpgroups issue their MMAs of a key tile one
-  // after another, round robin, so that while one runs its softmax the tensor cores work on another's tile
-  // instead of all of them issuing at once and then all waiting on their softmax. Turn 0 issues S_0, turn i
-  // S_i and P_{i-1}·V_{i-1}, turn visible_end P·V alone. Only the turns every warpgroup takes are ordered (a
-  // causal block's first warpgroup sees fewer tiles): each wait has exactly one matching pass.
-  int turns = 0;
-  if constexpr (C::kTurns) {
-    turns = end_tile + 1;
-    for (int g = 0; g < C::kGroups; ++g) {
-      const int visible = visible_tiles(p, span, row0 + g * 64, end_tile, C::kKeys, lead);
-      turns = min(turns, visible > 0 ? visible + 1 : 0);
-    }
-    if (group_index == C::kGroups - 1 && turns > 0) turn_pass(0);
-  }
-  auto begin_turn = [&](int turn) {
-    if constexpr (C::kTurns)
-      if (turn < turns) turn_wait(group_index);
-  };
-  auto end_turn = [&](int turn) {
-    if constexpr (C::kTurns) {
-      const int next = (group_index + 1) % C::kGroups;
-      if ((next == 0 ? turn + 1 : turn) < turns) turn_pass(next);
-    }
-  };
-
   float acc[C::kPad / 8][4] = {};
   const uint32_t q_addr = smem_addr(smem.q) + uint32_t(group_index) * 64 * 128;
   float s[C::kKeys / 8][4];
@@ -199,19 +162,15 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
   };
   if (visible_end > 0) {
     barrier_wait(full_bar(0), phase(0));
-    begin_turn(0);
     issue_scores<C>(s, q_addr, smem_addr(smem.k(0)));
-    end_turn(0);
     wait_all();
     pin(s);
     scores_to_weights(0);  // the accumulators are zero: no rescale
     pack_weights<C::kKeys>(weights, s);
     for (int tile = 1; tile < visible_end; ++tile) {
       barrier_wait(full_bar(tile), phase(tile));
-      begin_turn(tile);
       issue_scores<C>(s, q_addr, smem_addr(smem.k(tile)));
       issue_packed_values<C>(acc, weights, smem_addr(smem.v(tile - 1)));
-      end_turn(tile);
       wait_pending<1>();  // S_tile has landed; P·V of tile - 1 may still run
       pin(s);
       scores_to_weights(tile);
@@ -222,9 +181,7 @@ __global__ void __launch_bounds__(C::kThreads, C::kMinBlocks)
       mma_detail::rescale_output(acc, correction);
       pack_weights<C::kKeys>(weights, s);
     }
-    begin_turn(visible_end);
     issue_packed_values<C>(acc, weights, smem_addr(smem.v(visible_end - 1)));
-    end_turn(visible_end);
     wait_all();
     pin(acc);
     pin_regs(weights);
